@@ -1,0 +1,1 @@
+"""gpu_layout: plan two SGLang servers on the same GPUs."""

@@ -1,0 +1,1 @@
+"""Load generator, workloads, reports and the demo."""

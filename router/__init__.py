@@ -1,0 +1,1 @@
+"""The specswitch router: one OpenAI-compatible endpoint in front of spec/baseline pools."""

@@ -1,0 +1,3 @@
+from specswitch.cli import main
+
+raise SystemExit(main())
