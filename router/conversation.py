@@ -1,0 +1,239 @@
+"""Conversation identity: which conversation a request continues and which prefixes it carries.
+
+A request is described once, on arrival, by a :class:`Conversation`:
+
+- ``session``: an explicit identity when the client gives one: a session header
+  (``X-Session-Id``, ``X-Conversation-Id``, ``X-SMG-Routing-Key`` by default), SGLang's native
+  ``session_params.id``, or the OpenAI ``user`` field (weakest: one user may hold many
+  conversations). Explicit identity is a label and a fallback; the prefix keys decide.
+- ``keys``: cumulative hashes of the request's prefix at natural boundaries, shortest first.
+  Chat: one key per message (hash over role, content, tool calls... of messages 0..i, seeded
+  with the model and the tool definitions). Raw text: one key per ``text_chunk_chars``
+  characters. Token ids: one key per ``ids_chunk`` ids. A follow-up turn resends the earlier
+  messages, so its keys start with the previous turn's keys: the longest key an index holds
+  tells how many prompt tokens a pool has cached for it. This works without client changes.
+- each key carries the estimated number of prompt tokens up to its boundary: text length /
+  ``CHARS_PER_TOKEN`` plus ``MESSAGE_OVERHEAD_TOKENS`` per chat message (chat-template role
+  markers); exact for token ids. The estimate is corrected downstream by the prompt_tokens the
+  servers report (see prefix_index.TokenScale).
+
+Cost: one pass over the request's text (blake2b, 8-byte digests), done once per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+CHARS_PER_TOKEN = 4.0
+"""Typical BPE tokenizers average 3.5-4.5 characters per token on English prose and code."""
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Chat-template tokens around each message (role header, separators)."""
+TEXT_CHUNK_CHARS = 1024
+IDS_CHUNK = 256
+DEFAULT_OUTPUT_TOKENS = 256
+"""KV estimate for the output of a request that sets no max_tokens."""
+DEFAULT_SESSION_HEADERS: tuple[str, ...] = (
+    "x-session-id",
+    "x-conversation-id",
+    "x-smg-routing-key",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixKey:
+    digest: int
+    tokens: int
+    """Estimated prompt tokens from the start of the prompt up to this boundary."""
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    session: str | None
+    keys: tuple[PrefixKey, ...]
+    prompt_tokens: int
+    """Estimated prompt tokens of the whole request."""
+    max_new_tokens: int
+    """Requested output cap (or DEFAULT_OUTPUT_TOKENS): the KV the request may grow by."""
+    exact: bool = False
+    """True when token counts are exact (the request carried input_ids)."""
+
+    @property
+    def kv_need(self) -> int:
+        """KV tokens this request may occupy at its end: prompt plus output cap."""
+        return self.prompt_tokens + self.max_new_tokens
+
+    @property
+    def hashable(self) -> bool:
+        return bool(self.keys)
+
+
+EMPTY = Conversation(session=None, keys=(), prompt_tokens=0, max_new_tokens=0)
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated token count of a text (ceil of len / CHARS_PER_TOKEN)."""
+    return -int(-len(text) // CHARS_PER_TOKEN)
+
+
+def _digest(h: Any) -> int:
+    return int.from_bytes(h.copy().digest(), "little")
+
+
+def _new_hash(seed: str) -> Any:
+    h = hashlib.blake2b(digest_size=8)
+    h.update(seed.encode("utf-8", "surrogatepass"))
+    h.update(b"\x00")
+    return h
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    # OpenAI content parts, tool payloads...: a canonical serialisation.
+    return orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def chat_keys(
+    messages: list[Any], seed: str, preamble: str = ""
+) -> tuple[tuple[PrefixKey, ...], int]:
+    """Cumulative keys at every message boundary and the estimated prompt tokens."""
+    h = _new_hash(seed)
+    tokens = 0
+    if preamble:
+        h.update(preamble.encode("utf-8", "surrogatepass"))
+        tokens += estimate_tokens(preamble)
+    keys: list[PrefixKey] = []
+    for msg in messages:
+        if not isinstance(msg, Mapping):
+            break
+        role = msg.get("role")
+        text = _content_text(msg.get("content"))
+        extra = ""
+        for field in ("name", "tool_call_id", "tool_calls"):
+            value = msg.get(field)
+            if value is not None:
+                extra += field + "=" + _content_text(value) + "\x1f"
+        part = f"{role}\x1e{text}\x1e{extra}\x1d"
+        h.update(part.encode("utf-8", "surrogatepass"))
+        tokens += estimate_tokens(text) + estimate_tokens(extra) + MESSAGE_OVERHEAD_TOKENS
+        keys.append(PrefixKey(_digest(h), tokens))
+    return tuple(keys), tokens
+
+
+def text_keys(
+    text: str, seed: str, chunk_chars: int = TEXT_CHUNK_CHARS
+) -> tuple[tuple[PrefixKey, ...], int]:
+    """Cumulative keys every chunk_chars characters (only whole chunks; the tail adds tokens)."""
+    h = _new_hash(seed)
+    keys: list[PrefixKey] = []
+    whole = len(text) - len(text) % chunk_chars
+    for start in range(0, whole, chunk_chars):
+        h.update(text[start : start + chunk_chars].encode("utf-8", "surrogatepass"))
+        keys.append(PrefixKey(_digest(h), -int(-(start + chunk_chars) // CHARS_PER_TOKEN)))
+    return tuple(keys), estimate_tokens(text)
+
+
+def ids_keys(
+    ids: list[Any], seed: str, chunk: int = IDS_CHUNK
+) -> tuple[tuple[PrefixKey, ...], int]:
+    """Cumulative keys every `chunk` token ids (exact counts)."""
+    try:
+        packed = array("q", ids).tobytes()
+    except (TypeError, OverflowError):
+        return (), len(ids)
+    h = _new_hash(seed)
+    keys: list[PrefixKey] = []
+    whole = len(ids) - len(ids) % chunk
+    for n in range(chunk, whole + 1, chunk):
+        h.update(packed[(n - chunk) * 8 : n * 8])
+        keys.append(PrefixKey(_digest(h), n))
+    return tuple(keys), len(ids)
+
+
+def _int_or(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return default
+    return int(value)
+
+
+def _explicit_session(
+    body: Mapping[str, Any], headers: Mapping[str, str], names: tuple[str, ...]
+) -> str | None:
+    for name in names:
+        value = headers.get(name)
+        if value:
+            return f"h:{value.strip()}"
+    params = body.get("session_params")
+    if isinstance(params, Mapping) and params.get("id"):
+        return f"s:{params['id']}"
+    user = body.get("user")
+    if isinstance(user, str) and user:
+        return f"u:{user}"
+    return None
+
+
+def identify(
+    path: str,
+    body: Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    session_headers: tuple[str, ...] = DEFAULT_SESSION_HEADERS,
+    text_chunk_chars: int = TEXT_CHUNK_CHARS,
+    ids_chunk: int = IDS_CHUNK,
+) -> Conversation:
+    """Describe a request (parsed JSON body) by its conversation identity and prefix keys.
+
+    `headers` lookups must be case-insensitive (aiohttp's CIMultiDict is) or lower-case keyed.
+    Never raises on odd bodies: an unrecognised shape gives a Conversation without keys.
+    """
+    if not isinstance(body, Mapping):
+        return EMPTY
+    session = _explicit_session(body, headers or {}, session_headers)
+    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    keys: tuple[PrefixKey, ...] = ()
+    tokens = 0
+    exact = False
+    if path.endswith("/chat/completions"):
+        out = _int_or(
+            body.get("max_completion_tokens", body.get("max_tokens")), DEFAULT_OUTPUT_TOKENS
+        )
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            tools = body.get("tools")
+            preamble = _content_text(tools) if tools else ""
+            keys, tokens = chat_keys(messages, f"chat:{model}", preamble)
+    else:
+        if path.endswith("/generate"):
+            params = body.get("sampling_params")
+            raw_out = params.get("max_new_tokens") if isinstance(params, Mapping) else None
+            out = _int_or(raw_out, 128)
+            prompt: Any = (
+                body.get("input_ids") if body.get("input_ids") is not None else body.get("text")
+            )
+        else:
+            out = _int_or(body.get("max_tokens"), 16)
+            prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+            prompt = prompt[0]  # a batch of one
+        if isinstance(prompt, str):
+            keys, tokens = text_keys(prompt, f"text:{model}", text_chunk_chars)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt[:8]):
+            keys, tokens = ids_keys(prompt, f"ids:{model}", ids_chunk)
+            exact = True
+        elif isinstance(prompt, list):  # a batch: count it, no affinity
+            tokens = sum(
+                estimate_tokens(p) if isinstance(p, str) else len(p)
+                for p in prompt
+                if isinstance(p, str | list)
+            )
+    return Conversation(
+        session=session, keys=keys, prompt_tokens=tokens, max_new_tokens=out, exact=exact
+    )

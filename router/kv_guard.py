@@ -1,0 +1,156 @@
+"""The KV guard: keep the spec pool (the one with less KV memory) from overflowing.
+
+Two checks, both pure functions of a snapshot:
+
+- ``evaluate`` (policy loop, once per tick): the verdict for the group's mode.
+  * ``block_spec``: do not switch to spec while the KV the group's in-flight work needs would
+    not fit the spec pool (``demand > spec_kv_fit x capacity``), or the load exceeds the spec
+    server's max_running_requests (SGLang caps spec servers at 48 unless set).
+  * ``force_baseline``: switch to baseline now, whatever the request count, when the spec pool
+    nears full (reported token_usage or the router's own estimate >= ``spec_kv_high``) or it
+    queues (reported num_queue_reqs > ``spec_queue_max``).
+- ``admit_spec`` (hot path, per request while the mode is spec): would this request still fit
+  the spec pool? If not, and baseline has room, the request goes to baseline instead of queueing
+  on a full spec pool, before the next policy tick switches the group.
+
+The router's estimate (sum over in-flight requests of prompt + output cap) reacts at once; the
+servers' reported gauges are exact but lag (SGLang refreshes them every decode-log interval).
+The guard takes the worse of the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GuardConfig:
+    enabled: bool = True
+    spec_kv_fit: float = 0.85
+    """Switch to spec only when the in-flight KV demand fits this fraction of the spec pool."""
+    spec_kv_high: float = 0.92
+    """Leave spec (and stop admitting to it) when its KV use reaches this fraction."""
+    spec_queue_max: int = 0
+    """Leave spec when its server reports more queued requests than this."""
+
+    def validate(self) -> None:
+        if not 0.0 < self.spec_kv_fit <= 1.0:
+            raise ValueError(f"spec_kv_fit must be in (0, 1], got {self.spec_kv_fit}")
+        if not 0.0 < self.spec_kv_high <= 1.0:
+            raise ValueError(f"spec_kv_high must be in (0, 1], got {self.spec_kv_high}")
+        if self.spec_kv_fit > self.spec_kv_high:
+            raise ValueError("spec_kv_fit must be <= spec_kv_high (else the guard would flap)")
+        if self.spec_queue_max < 0:
+            raise ValueError(f"spec_queue_max must be >= 0, got {self.spec_queue_max}")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolKv:
+    """What is known of one pool's KV: capacity (scraped), router estimate, server reports."""
+
+    capacity_tokens: int | None = None
+    est_used_tokens: int = 0
+    """Router estimate: KV needed by the requests in flight on this pool."""
+    reported_usage: float | None = None
+    """The server's token_usage gauge (0..1), when metrics are scraped."""
+    reported_waiting: int | None = None
+    """The server's queued requests (num_queue_reqs), when scraped."""
+    inflight: int = 0
+    max_running: int | None = None
+
+    def usage(self) -> float | None:
+        """The worse of the router's estimate and the server's report, as a fraction."""
+        est = None
+        if self.capacity_tokens:
+            est = self.est_used_tokens / self.capacity_tokens
+        if est is None:
+            return self.reported_usage
+        if self.reported_usage is None:
+            return est
+        return max(est, self.reported_usage)
+
+    def as_dict(self) -> dict[str, object]:
+        usage = self.usage()
+        return {
+            "capacity_tokens": self.capacity_tokens,
+            "inflight_kv_tokens_est": self.est_used_tokens,
+            "token_usage_reported": self.reported_usage,
+            "queued_reported": self.reported_waiting,
+            "usage": None if usage is None else round(usage, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    block_spec: bool = False
+    force_baseline: bool = False
+    reason: str = "ok"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "block_spec": self.block_spec,
+            "force_baseline": self.force_baseline,
+            "reason": self.reason,
+        }
+
+
+OK = GuardVerdict()
+
+
+def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> GuardVerdict:
+    """The guard's verdict for a group. `demand_tokens`: KV its in-flight work needs (all pools)."""
+    if not cfg.enabled:
+        return GuardVerdict(reason="guard disabled")
+    usage = spec.usage()
+    if usage is not None and usage >= cfg.spec_kv_high:
+        return GuardVerdict(
+            block_spec=True,
+            force_baseline=True,
+            reason=f"spec KV {usage:.0%} >= spec_kv_high {cfg.spec_kv_high:.0%}",
+        )
+    if spec.reported_waiting is not None and spec.reported_waiting > cfg.spec_queue_max:
+        return GuardVerdict(
+            block_spec=True,
+            force_baseline=True,
+            reason=f"spec queues {spec.reported_waiting} requests (> spec_queue_max {cfg.spec_queue_max})",
+        )
+    if spec.capacity_tokens and demand_tokens > cfg.spec_kv_fit * spec.capacity_tokens:
+        return GuardVerdict(
+            block_spec=True,
+            reason=(
+                f"in-flight KV {demand_tokens} tokens would not fit spec pool "
+                f"({cfg.spec_kv_fit:.0%} of {spec.capacity_tokens})"
+            ),
+        )
+    if spec.max_running and load > spec.max_running:
+        return GuardVerdict(
+            block_spec=True,
+            reason=f"load {load} > spec max_running_requests {spec.max_running}",
+        )
+    if spec.capacity_tokens is None and spec.reported_usage is None:
+        return GuardVerdict(reason="ok (spec KV capacity not known yet)")
+    return OK
+
+
+def admit_spec(cfg: GuardConfig, spec: PoolKv, baseline: PoolKv, need_tokens: int) -> bool:
+    """May one more request needing `need_tokens` of KV go to the spec pool now?
+
+    False only when spec would pass spec_kv_high (or is at max_running) and baseline has room:
+    a request is never refused outright, it goes where it will not queue.
+    """
+    if not cfg.enabled:
+        return True
+    spec_full = False
+    if spec.capacity_tokens:
+        after = (spec.est_used_tokens + need_tokens) / spec.capacity_tokens
+        reported = spec.reported_usage or 0.0
+        spec_full = max(after, reported) > cfg.spec_kv_high
+    if spec.max_running and spec.inflight >= spec.max_running:
+        spec_full = True
+    if not spec_full:
+        return True
+    if baseline.capacity_tokens:
+        after = (baseline.est_used_tokens + need_tokens) / baseline.capacity_tokens
+        if after > 1.0:
+            return True  # neither has room: spec queues no worse than baseline would
+    return False

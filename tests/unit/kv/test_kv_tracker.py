@@ -1,0 +1,72 @@
+"""KvTracker: the facade the router calls (describe, select, account, state)."""
+
+from __future__ import annotations
+
+from specswitch.router.affinity import AffinityConfig
+from specswitch.router.kv_guard import GuardConfig
+from specswitch.router.kv_tracker import KvTracker
+
+SYSTEM = {"role": "system", "content": "context " * 3000}  # ~6000 tokens
+
+
+def turn(n: int, conv: str = "c") -> dict:
+    msgs = [SYSTEM, {"role": "user", "content": f"{conv} q0"}]
+    for i in range(1, n):
+        msgs += [
+            {"role": "assistant", "content": f"a{i}"},
+            {"role": "user", "content": f"{conv} q{i}"},
+        ]
+    return {"model": "m", "messages": msgs, "max_tokens": 100}
+
+
+def test_follow_up_sticks_to_the_draining_pool_then_moves_at_the_deadline() -> None:
+    kv = KvTracker()
+    cfg = AffinityConfig(sticky_min_tokens=1000, drain_deadline_s=10)
+    t1 = kv.describe("/v1/chat/completions", turn(1), {})
+    kv.on_complete(kv.on_routed("g", "spec", t1), prompt_tokens=None, cached_tokens=None)
+    t2 = kv.describe("/v1/chat/completions", turn(2), {})
+    assert kv.drain_pool("g", t2, "baseline", "spec", 1.0, cfg).sticky
+    assert not kv.drain_pool("g", t2, "baseline", "spec", 10.0, cfg).sticky
+    other = kv.describe(
+        "/v1/chat/completions", {"messages": [{"role": "user", "content": "new"}]}, {}
+    )
+    assert kv.drain_pool("g", other, "baseline", "spec", 1.0, cfg).reason == "new conversation"
+    assert kv.counters.sticky == 1 and kv.counters.moved == 1
+
+
+def test_inflight_kv_feeds_the_guard_and_completion_releases_it() -> None:
+    kv = KvTracker()
+    kv.set_server_info("g", "spec", max_total_num_tokens=7_000, max_running_requests=48)
+    kv.set_server_info("g", "baseline", max_total_num_tokens=100_000)
+    conv = kv.describe("/v1/chat/completions", turn(1), {})
+    assert kv.admit_spec("g", conv, GuardConfig())
+    ticket = kv.on_routed("g", "spec", conv)
+    assert kv.pool_kv("g", "spec").est_used_tokens == conv.kv_need
+    assert not kv.admit_spec("g", conv, GuardConfig())  # a second one would overflow spec
+    v = kv.verdict("g", load=1, cfg=GuardConfig())
+    assert v.block_spec and kv.group_state("g")["guard"]["block_spec"]
+    kv.on_complete(ticket, prompt_tokens=conv.prompt_tokens, cached_tokens=0)
+    kv.on_complete(ticket, prompt_tokens=conv.prompt_tokens, cached_tokens=0)  # idempotent
+    assert kv.pool_kv("g", "spec").est_used_tokens == 0
+    assert not kv.verdict("g", load=0, cfg=GuardConfig()).block_spec
+    state = kv.pool_state("g", "spec")
+    assert state["capacity_tokens"] == 7_000 and state["prefix_index"]["entries"] == 2
+
+
+def test_group_affinity_and_usage_corrections() -> None:
+    kv = KvTracker()
+    cfg = AffinityConfig(sticky_min_tokens=1000)
+    t1 = kv.describe("/v1/chat/completions", turn(1), {})
+    kv.on_complete(
+        kv.on_routed("g1", "baseline", t1),
+        prompt_tokens=int(t1.prompt_tokens * 1.2),
+        cached_tokens=0,
+    )
+    t2 = kv.describe("/v1/chat/completions", turn(2), {})
+    assert kv.group_for(t2, [("g0", 0), ("g1", 2)], cfg) == "g1"
+    assert kv.group_for(t2, [("g0", 0), ("g1", 50)], cfg) is None
+    assert kv.scale.value > 1.1
+    kv.server_restarted("g1", "baseline")
+    assert kv.group_for(t2, [("g0", 0), ("g1", 2)], cfg) is None
+    kv.forget_group("g1")
+    assert kv.summary()["routed"] == 1
