@@ -17,13 +17,13 @@ A request is described once, on arrival, by a :class:`Conversation`:
   markers); exact for token ids. The estimate is corrected downstream by the prompt_tokens the
   servers report (see prefix_index.TokenScale).
 
-Cost: one pass over the request's text (blake2b, 8-byte digests), done once per request.
+Cost: one pass over the request's text, done once per request. The digests are Python's own
+64-bit string/tuple hash (SipHash, salted per process): fast, and the index lives in one
+router process, so keys never need to be stable across processes.
 """
 
 from __future__ import annotations
 
-import hashlib
-from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,17 +81,6 @@ def estimate_tokens(text: str) -> int:
     return -int(-len(text) // CHARS_PER_TOKEN)
 
 
-def _digest(h: Any) -> int:
-    return int.from_bytes(h.copy().digest(), "little")
-
-
-def _new_hash(seed: str) -> Any:
-    h = hashlib.blake2b(digest_size=8)
-    h.update(seed.encode("utf-8", "surrogatepass"))
-    h.update(b"\x00")
-    return h
-
-
 def _content_text(content: Any) -> str:
     if content is None:
         return ""
@@ -105,26 +94,21 @@ def chat_keys(
     messages: list[Any], seed: str, preamble: str = ""
 ) -> tuple[tuple[PrefixKey, ...], int]:
     """Cumulative keys at every message boundary and the estimated prompt tokens."""
-    h = _new_hash(seed)
-    tokens = 0
-    if preamble:
-        h.update(preamble.encode("utf-8", "surrogatepass"))
-        tokens += estimate_tokens(preamble)
+    h = hash((seed, preamble))
+    tokens = estimate_tokens(preamble) if preamble else 0
     keys: list[PrefixKey] = []
     for msg in messages:
         if not isinstance(msg, Mapping):
             break
-        role = msg.get("role")
         text = _content_text(msg.get("content"))
         extra = ""
         for field in ("name", "tool_call_id", "tool_calls"):
             value = msg.get(field)
             if value is not None:
                 extra += field + "=" + _content_text(value) + "\x1f"
-        part = f"{role}\x1e{text}\x1e{extra}\x1d"
-        h.update(part.encode("utf-8", "surrogatepass"))
+        h = hash((h, msg.get("role"), text, extra))
         tokens += estimate_tokens(text) + estimate_tokens(extra) + MESSAGE_OVERHEAD_TOKENS
-        keys.append(PrefixKey(_digest(h), tokens))
+        keys.append(PrefixKey(h, tokens))
     return tuple(keys), tokens
 
 
@@ -132,12 +116,12 @@ def text_keys(
     text: str, seed: str, chunk_chars: int = TEXT_CHUNK_CHARS
 ) -> tuple[tuple[PrefixKey, ...], int]:
     """Cumulative keys every chunk_chars characters (only whole chunks; the tail adds tokens)."""
-    h = _new_hash(seed)
+    h = hash(seed)
     keys: list[PrefixKey] = []
     whole = len(text) - len(text) % chunk_chars
     for start in range(0, whole, chunk_chars):
-        h.update(text[start : start + chunk_chars].encode("utf-8", "surrogatepass"))
-        keys.append(PrefixKey(_digest(h), -int(-(start + chunk_chars) // CHARS_PER_TOKEN)))
+        h = hash((h, text[start : start + chunk_chars]))
+        keys.append(PrefixKey(h, -int(-(start + chunk_chars) // CHARS_PER_TOKEN)))
     return tuple(keys), estimate_tokens(text)
 
 
@@ -145,16 +129,15 @@ def ids_keys(
     ids: list[Any], seed: str, chunk: int = IDS_CHUNK
 ) -> tuple[tuple[PrefixKey, ...], int]:
     """Cumulative keys every `chunk` token ids (exact counts)."""
-    try:
-        packed = array("q", ids).tobytes()
-    except (TypeError, OverflowError):
-        return (), len(ids)
-    h = _new_hash(seed)
+    h = hash(seed)
     keys: list[PrefixKey] = []
     whole = len(ids) - len(ids) % chunk
-    for n in range(chunk, whole + 1, chunk):
-        h.update(packed[(n - chunk) * 8 : n * 8])
-        keys.append(PrefixKey(_digest(h), n))
+    try:
+        for n in range(chunk, whole + 1, chunk):
+            h = hash((h, tuple(ids[n - chunk : n])))
+            keys.append(PrefixKey(h, n))
+    except TypeError:  # unhashable items: not token ids
+        return (), len(ids)
     return tuple(keys), len(ids)
 
 
