@@ -62,6 +62,11 @@ class Conversation:
     """Requested output cap (or DEFAULT_OUTPUT_TOKENS): the KV the request may grow by."""
     exact: bool = False
     """True when token counts are exact (the request carried input_ids)."""
+    own_from: int = 0
+    """Index of the first key that belongs to this conversation rather than to a prefix many
+    conversations share (chat: the first user message; the system prompt and tools before it
+    do not make two conversations one). A pool holding keys[own_from:] holds this
+    conversation; one holding only earlier keys holds a shared preamble."""
 
     @property
     def kv_need(self) -> int:
@@ -184,6 +189,7 @@ def identify(
     keys: tuple[PrefixKey, ...] = ()
     tokens = 0
     exact = False
+    own_from = 0
     if path.endswith("/chat/completions"):
         out = _int_or(
             body.get("max_completion_tokens", body.get("max_tokens")), DEFAULT_OUTPUT_TOKENS
@@ -193,6 +199,9 @@ def identify(
             tools = body.get("tools")
             preamble = _content_text(tools) if tools else ""
             keys, tokens = chat_keys(messages, f"chat:{model}", preamble)
+            own_from = next(
+                (i for i, m in enumerate(messages[: len(keys)]) if m.get("role") == "user"), 0
+            )
     else:
         if path.endswith("/generate"):
             params = body.get("sampling_params")
@@ -218,5 +227,10 @@ def identify(
                 if isinstance(p, str | list)
             )
     return Conversation(
-        session=session, keys=keys, prompt_tokens=tokens, max_new_tokens=out, exact=exact
+        session=session,
+        keys=keys,
+        prompt_tokens=tokens,
+        max_new_tokens=out,
+        exact=exact,
+        own_from=own_from,
     )

@@ -100,9 +100,13 @@ class KvTracker:
             info = self._pool[(group, pool)] = _PoolInfo()
         return info
 
-    def cached(self, group: str, pool: str, conv: Conversation) -> int:
+    def cached(self, group: str, pool: str, conv: Conversation, own: bool = False) -> int:
+        """Estimated prompt tokens of `conv` the pool's cache holds; with own=True only when
+        it holds the conversation itself (not just a system prompt it shares)."""
         idx = self._index.get((group, pool))
-        return idx.lookup(conv.keys) if idx is not None and conv.keys else 0
+        if idx is None or not conv.keys:
+            return 0
+        return idx.lookup(conv.keys, conv.own_from if own else 0)
 
     def pool_kv(self, group: str, pool: str) -> PoolKv:
         info = self._info(group, pool)
@@ -126,7 +130,9 @@ class KvTracker:
             GroupCandidate(
                 name,
                 load,
-                max(self.cached(name, "spec", conv), self.cached(name, "baseline", conv)),
+                max(
+                    self.cached(name, "spec", conv, True), self.cached(name, "baseline", conv, True)
+                ),
             )
             for name, load in candidates
         ]
@@ -151,7 +157,7 @@ class KvTracker:
             need = int(conv.kv_need * self.scale.value) / kv.capacity_tokens
         choice = drain_choice(
             cfg,
-            cached_on_draining=self.cached(group, draining, conv),
+            cached_on_draining=self.cached(group, draining, conv, own=True),
             cached_on_active=self.cached(group, active, conv),
             draining_usage=kv.usage(),
             draining_need_fraction=need,

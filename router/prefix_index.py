@@ -97,10 +97,14 @@ class PrefixIndex:
         """Estimated real tokens held (scaled)."""
         return int(self._resident * self.scale.value)
 
-    def lookup(self, keys: Sequence[PrefixKey]) -> int:
-        """Estimated real prompt tokens of the longest prefix of `keys` held here (0: none)."""
+    def lookup(self, keys: Sequence[PrefixKey], start: int = 0) -> int:
+        """Estimated real prompt tokens of the longest prefix of `keys` held here (0: none).
+
+        Only prefixes ending at key index >= `start` count (a conversation's own turns, not a
+        system prompt it shares with others)."""
         lru = self._lru
-        for key in reversed(keys):
+        for i in range(len(keys) - 1, start - 1, -1):
+            key = keys[i]
             if key.digest in lru:
                 return int(key.tokens * self.scale.value)
         return 0

@@ -70,3 +70,13 @@ def test_group_affinity_and_usage_corrections() -> None:
     assert kv.group_for(t2, [("g0", 0), ("g1", 2)], cfg) is None
     kv.forget_group("g1")
     assert kv.summary()["routed"] == 1
+
+
+def test_a_shared_system_prompt_does_not_make_a_follow_up() -> None:
+    kv = KvTracker()
+    cfg = AffinityConfig(sticky_min_tokens=1000, drain_deadline_s=10)
+    kv.on_routed("g", "spec", kv.describe("/v1/chat/completions", turn(1, "a"), {}))
+    other = kv.describe("/v1/chat/completions", turn(1, "b"), {})
+    assert kv.cached("g", "spec", other) > 5000 and kv.cached("g", "spec", other, own=True) == 0
+    assert kv.drain_pool("g", other, "baseline", "spec", 1.0, cfg).reason == "new conversation"
+    assert kv.group_for(other, [("g", 0), ("h", 0)], cfg) is None

@@ -1,0 +1,121 @@
+"""KvSelector on real GroupState objects: drain stickiness, deadline, guard diversion, affinity."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from specswitch.router.config import GroupConfig, PolicyConfig
+from specswitch.router.kv_selector import KvSelector
+from specswitch.router.selection import RequestInfo, Usage
+from specswitch.router.state import DRAINING, GroupState
+
+SYSTEM = {"role": "system", "content": "repository context " * 1500}  # ~6.7k tokens
+
+
+def body(conv: str, turns: int) -> dict:
+    msgs = [SYSTEM, {"role": "user", "content": f"{conv} task"}]
+    for i in range(1, turns):
+        msgs += [
+            {"role": "assistant", "content": f"r{i}"},
+            {"role": "user", "content": f"{conv} {i}"},
+        ]
+    return {"model": "m", "messages": msgs, "max_tokens": 64, "stream": True}
+
+
+def req(conv: str, turns: int) -> RequestInfo:
+    return RequestInfo("/v1/chat/completions", body(conv, turns), {}, f"{conv}-{turns}")
+
+
+def group(name: str = "g0") -> GroupState:
+    return GroupState(GroupConfig(name, "http://127.0.0.1:1", "http://127.0.0.1:2"))
+
+
+class Dial:
+    def __init__(self, **kw: object) -> None:
+        self.policy = dataclasses.replace(PolicyConfig(), **kw)
+
+    def __call__(self) -> PolicyConfig:
+        return self.policy
+
+
+def serve(sel: KvSelector, groups: list[GroupState], info: RequestInfo, usage: Usage | None = None):
+    route = sel.choose(groups, info)
+    assert route is not None
+    route.pool.acquire()
+    return route
+
+
+def finish(sel: KvSelector, route, info: RequestInfo) -> None:  # type: ignore[no-untyped-def]
+    route.pool.release(time.monotonic())
+    sel.on_complete(route, info, Usage(1000, 10, 0), True)
+
+
+def test_follow_up_sticks_to_the_draining_pool_until_the_deadline() -> None:
+    dial = Dial(drain_deadline_s=30.0)
+    sel = KvSelector(dial)
+    g = group()
+    first = req("a", 1)
+    r1 = serve(sel, [g], first)
+    assert r1.pool.pool == "spec"
+    keep = serve(sel, [g], req("z", 1))  # keeps spec busy so it drains
+    finish(sel, r1, first)
+    g.switch("baseline", time.monotonic())
+    assert g.spec.state == DRAINING
+    follow = serve(sel, [g], req("a", 2))
+    assert (follow.pool.pool, follow.reason) == ("spec", "kv-sticky")
+    new = serve(sel, [g], req("b", 1))
+    assert new.pool.pool == "baseline"
+    g.spec.drain_started = time.monotonic() - 31  # the deadline passed
+    late = serve(sel, [g], req("a", 3))
+    assert late.pool.pool == "baseline"
+    finish(sel, keep, req("z", 1))
+
+
+def test_immediate_drain_moves_every_follow_up() -> None:
+    sel = KvSelector(Dial(drain="immediate"))
+    g = group()
+    info = req("a", 1)
+    r = serve(sel, [g], info)
+    g.switch("baseline", time.monotonic())
+    assert serve(sel, [g], req("a", 2)).pool.pool == "baseline"
+    finish(sel, r, info)
+
+
+def test_guard_diverts_to_baseline_when_spec_kv_would_overflow() -> None:
+    sel = KvSelector(Dial())
+    g = group()
+    g.spec.server = {"max_total_num_tokens": 9_000, "max_running_requests": 48}
+    g.baseline.server = {"max_total_num_tokens": 200_000}
+    verdict = sel.kv_verdict(g)
+    assert verdict.spec_fits and not verdict.spec_pressure
+    a = serve(sel, [g], req("a", 1))
+    assert a.pool.pool == "spec"
+    b = serve(sel, [g], req("b", 1))
+    assert (b.pool.pool, b.reason) == ("baseline", "kv-guard")
+    verdict = sel.kv_verdict(g)
+    assert not verdict.spec_fits and "would not fit" in verdict.reason
+    assert (
+        g.spec.kv["guard"]["block_spec"]
+        and g.spec.kv["router_estimate"]["capacity_tokens"] == 9_000
+    )
+    g.spec.server_metrics = {"sglang:num_queue_reqs": 3.0}
+    assert sel.kv_verdict(g).spec_pressure
+
+
+def test_affinity_brings_a_conversation_back_to_its_group() -> None:
+    sel = KvSelector(Dial())
+    g0, g1 = group("g0"), group("g1")
+    info = req("a", 1)
+    r = serve(sel, [g0, g1], info)
+    finish(sel, r, info)
+    home = r.group
+    other = g1 if home is g0 else g0
+    for i in range(2):  # make the home group a little busier
+        serve(sel, [home], req(f"x{i}", 1))
+    again = serve(sel, [g0, g1], req("a", 2))
+    assert again.group is home and again.reason == "affinity"
+    fresh = RequestInfo(
+        "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, {}, "f"
+    )
+    assert serve(sel, [g0, g1], fresh).group is other  # nothing cached anywhere: least loaded
