@@ -62,6 +62,15 @@ class PolicyConfig:
     min_dwell_s: float = 10.0  # never switch sooner than this after the previous switch
     drain: str = "kv-aware"  # kv-aware | immediate
     drain_deadline_s: float = 30.0  # sticky (kv-aware) traffic to a draining pool ends here
+    # KV layer (docs/kv-aware.md): drain stickiness, cross-group affinity, the spec-pool guard.
+    sticky_min_tokens: int = 1024  # stay on the draining pool when moving re-prefills more
+    drain_kv_headroom: float = 0.9  # ...and the draining pool's KV use stays under this
+    affinity_load_ratio: float = 1.5  # a group holding the prefix wins unless its load >
+    affinity_load_slack: int = 4  # ...ratio x least load + slack
+    kv_guard: bool = True  # the spec-pool KV guard (veto spec / early baseline / divert)
+    spec_kv_fit: float = 0.85  # to spec only if in-flight KV fits this fraction of spec's pool
+    spec_kv_high: float = 0.92  # leave spec (and divert requests) at this spec KV use
+    spec_queue_max: int = 0  # leave spec when its server queues more requests than this
     tick_s: float = 0.1  # policy evaluation period: a dial change applies within one tick
     load_signal: str = "local"  # local | max (max of local in-flight and servers' running+waiting)
 
@@ -89,6 +98,19 @@ class PolicyConfig:
         _positive("policy.min_dwell_s", self.min_dwell_s)
         _positive("policy.drain_deadline_s", self.drain_deadline_s)
         _positive("policy.tick_s", self.tick_s)
+        _at_least("policy.sticky_min_tokens", self.sticky_min_tokens, 0)
+        _at_least("policy.affinity_load_ratio", self.affinity_load_ratio, 1.0)
+        _at_least("policy.affinity_load_slack", self.affinity_load_slack, 0)
+        _at_least("policy.spec_queue_max", self.spec_queue_max, 0)
+        for key in ("drain_kv_headroom", "spec_kv_fit", "spec_kv_high"):
+            value = getattr(self, key)
+            if not 0 < value <= 1:
+                raise ConfigError(f"policy.{key} must be a fraction in (0, 1], not {value}")
+        if self.spec_kv_fit > self.spec_kv_high:
+            raise ConfigError(
+                f"policy.spec_kv_fit ({self.spec_kv_fit}) must be <= policy.spec_kv_high "
+                f"({self.spec_kv_high}), else the KV guard would flap"
+            )
         return self
 
 

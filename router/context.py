@@ -11,6 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from .config import PolicyConfig, RouterConfig
+from .kv_selector import KvSelector
 from .metrics import RouterMetrics
 from .selection import Selector
 from .state import Registry
@@ -22,7 +23,8 @@ class RouterContext:
     def __init__(self, config: RouterConfig, selector: Selector | None = None) -> None:
         self.config = config
         self.registry = Registry(initial_mode=self._initial_mode)
-        self.selector = selector if selector is not None else Selector(self.get_policy)
+        # The default selector is the KV-aware one (docs/kv-aware.md).
+        self.selector = selector if selector is not None else KvSelector(self.get_policy)
         if selector is not None and getattr(selector, "policy", None) is None:
             selector.policy = self.get_policy
         self.metrics = RouterMetrics(self.registry, self.get_policy)

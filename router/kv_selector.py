@@ -186,21 +186,9 @@ class KvSelector(Selector):
         server: Mapping[str, Any] = pool.server or {}
         kv: Mapping[str, Any] = pool.kv or {}
         metrics: Mapping[str, Any] = pool.server_metrics or {}
-        internal = server.get("internal_states")
-        first = (
-            internal[0]
-            if isinstance(internal, list) and internal and isinstance(internal[0], dict)
-            else {}
-        )
-        capacity = _num(
-            kv.get("max_total_num_tokens"),
-            kv.get("capacity_tokens"),
-            server.get("max_total_num_tokens"),
-        )
+        capacity = _num(kv.get("max_total_num_tokens"), server.get("max_total_num_tokens"))
         running = _num(
-            first.get("effective_max_running_requests_per_dp"),
-            kv.get("max_running_requests"),
-            server.get("max_running_requests"),
+            server.get("effective_max_running_requests_per_dp"), server.get("max_running_requests")
         )
         self.tracker.set_server_info(
             group,
@@ -208,14 +196,9 @@ class KvSelector(Selector):
             max_total_num_tokens=int(capacity) if capacity else None,
             max_running_requests=int(running) if running else None,
         )
-        usage = _num(
-            kv.get("token_usage"), metrics.get("sglang:token_usage"), metrics.get("token_usage")
-        )
-        queued = _num(
-            kv.get("num_waiting_reqs"),
-            metrics.get("sglang:num_queue_reqs"),
-            metrics.get("num_queue_reqs"),
-        )
+        # /metrics token_usage (exact, lags), else /get_load's used tokens / capacity.
+        usage = _num(kv.get("reported_token_usage"), kv.get("token_usage"))
+        queued = _num(metrics.get("num_queue_reqs"))
         self.tracker.set_reported(
             group, pool.pool, token_usage=usage, queued=int(queued) if queued is not None else None
         )

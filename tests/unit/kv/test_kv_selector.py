@@ -99,7 +99,7 @@ def test_guard_diverts_to_baseline_when_spec_kv_would_overflow() -> None:
         g.spec.kv["guard"]["block_spec"]
         and g.spec.kv["router_estimate"]["capacity_tokens"] == 9_000
     )
-    g.spec.server_metrics = {"sglang:num_queue_reqs": 3.0}
+    g.spec.server_metrics = {"num_queue_reqs": 3.0}
     assert sel.kv_verdict(g).spec_pressure
 
 
