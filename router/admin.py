@@ -57,8 +57,8 @@ async def _body(request: web.Request) -> Any:
         return orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError as exc:
         raise web.HTTPBadRequest(
-            body=orjson.dumps({"error": {"message": f"body is not valid JSON: {exc}",
-                                         "type": "invalid_request_error", "code": "bad_json"}}),
+            text=orjson.dumps({"error": {"message": f"body is not valid JSON: {exc}",
+                                         "type": "invalid_request_error", "code": "bad_json"}}).decode(),
             content_type="application/json",
         ) from exc  # fmt: skip
 
@@ -104,9 +104,9 @@ def _group_or_404(ctx: RouterContext, name: str) -> Any:
     group = ctx.registry.get(name)
     if group is None:
         raise web.HTTPNotFound(
-            body=orjson.dumps({"error": {"message": f"no group named {name!r}; known: "
+            text=orjson.dumps({"error": {"message": f"no group named {name!r}; known: "
                                          f"{', '.join(ctx.registry.names()) or '(none)'}",
-                                         "type": "not_found_error", "code": "no_such_group"}}),
+                                         "type": "not_found_error", "code": "no_such_group"}}).decode(),
             content_type="application/json",
         )  # fmt: skip
     return group
