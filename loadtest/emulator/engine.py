@@ -1,0 +1,280 @@
+"""Per-server scheduler: waiting queue, running batch, KV pool, prefix cache, steps.
+
+The shared GPU (gpu.py) asks an engine to ``plan_step`` (admit what fits, then pick a
+chunked-prefill step or a decode step and return its simulated duration) and, when that
+duration has elapsed, to ``apply_step`` (hand out the tokens the step produced).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .prefix_cache import PrefixCache
+from .profile import PoolProfile
+from .request import DECODE, FINISHED, PREFILL, QUEUED, Request
+from .stats import EngineStats
+from .textmodel import fold, next_token
+from .tokenizer import VOCAB
+
+log = logging.getLogger("specswitch.emulator")
+
+# SGLang clips max_new_tokens to this when estimating the KV a request will need.
+CLIP_MAX_NEW_TOKENS_ESTIMATION = 4096
+
+
+@dataclass(slots=True)
+class Step:
+    kind: str  # "prefill" | "decode"
+    seconds: float  # simulated duration
+    chunks: list[tuple[Request, int]] | None = None  # prefill: (request, tokens this step)
+    batch: list[Request] | None = None  # decode: the batch at plan time
+
+
+def accept_probability(mean_len: float, draft_tokens: int) -> float:
+    """Per-draft acceptance p so that E[1 + accepted chain] = mean_len, chain <= draft-1."""
+    if mean_len <= 1.0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        mean = sum(mid**i for i in range(draft_tokens))
+        lo, hi = (mid, hi) if mean < mean_len else (lo, mid)
+    return (lo + hi) / 2
+
+
+class Engine:
+    """The scheduler of one emulated SGLang server (pool ``name`` of a group)."""
+
+    def __init__(
+        self,
+        name: str,
+        pool: PoolProfile,
+        *,
+        context_length: int,
+        seed: int,
+        wake: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.pool = pool
+        self.context_length = context_length
+        self.capacity = pool.kv_tokens
+        self.max_running = pool.max_running_requests
+        # SGLang: max_req_input_len = min(context_len - 1, max_total_num_tokens - 1)
+        self.max_req_input_len = min(context_length - 1, pool.kv_tokens - 1)
+        self.draft_tokens = (pool.speculative_num_draft_tokens or 0) if pool.is_spec else 0
+        self._accept_p = accept_probability(pool.accept_length, self.draft_tokens or 1)
+        self._rng = random.Random(f"{seed}:{name}")
+        self._wake = wake
+        self.cache = PrefixCache()
+        self.waiting: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.running: list[Request] = []
+        self.by_rid: dict[str, Request] = {}
+        self.own_tokens = 0  # tokens held by live requests outside the shared cache
+        self.reserved = 0  # future decode tokens promised to admitted requests
+        self.stats = EngineStats(spec=pool.is_spec)
+        self.enabled = True
+
+    # ---- state seen by the HTTP layer -------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.prefilling) + len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def used_tokens(self) -> int:
+        return self.own_tokens + self.cache.tokens
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.prefilling or self.waiting)
+
+    # ---- requests ----------------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        if req.rid in self.by_rid:
+            raise ValueError(f"Duplicate request ID {req.rid!r}")
+        self.by_rid[req.rid] = req
+        self.waiting.append(req)
+        self._wake()
+
+    def abort(self, rid: str) -> bool:
+        req = self.by_rid.get(rid)
+        if req is None or req.finished:
+            return False
+        if req.status == QUEUED:
+            self.waiting.remove(req)
+            self._finish(req, {"type": "abort", "message": "Abort before prefill"})
+        else:
+            self._finish(req, {"type": "abort", "message": "Aborted"})
+        return True
+
+    def abort_all(self) -> int:
+        rids = [r.rid for r in (*self.waiting, *self.prefilling, *self.running)]
+        return sum(self.abort(rid) for rid in rids)
+
+    def flush_cache(self) -> bool:
+        if self.has_work():
+            return False
+        self.cache.flush()
+        return True
+
+    # ---- scheduling --------------------------------------------------------------------
+    def _admit(self) -> None:
+        cap = self.capacity
+        while self.waiting and self.num_running < self.max_running:
+            req = self.waiting[0]
+            locked = self.cache.match_and_lock(req.input_ids)
+            cached = len(locked) * self.cache.block_size
+            uncached = len(req.input_ids) - cached
+            reserve = min(req.params.max_new_tokens, CLIP_MAX_NEW_TOKENS_ESTIMATION)
+            reserve = max(0, min(reserve, cap - len(req.input_ids)))
+            need = uncached + reserve
+            short = self.used_tokens + self.reserved + need - cap
+            if short > 0:
+                short -= self.cache.evict(short)
+            if short > 0 and self.num_running > 0:
+                self.cache.release(locked, [])  # unlock, wait for room
+                return
+            self.waiting.popleft()
+            req.locked = locked
+            req.cached_tokens = cached
+            req.prefill_left = uncached
+            req.reserve = reserve
+            req.status = PREFILL
+            self.own_tokens += uncached
+            self.reserved += reserve
+            self.prefilling.append(req)
+            self.stats.on_admit(req)
+
+    def plan_step(self) -> Step | None:
+        self._admit()
+        if self.prefilling:
+            budget = self.pool.chunked_prefill_size
+            chunks: list[tuple[Request, int]] = []
+            total = 0
+            for req in self.prefilling:
+                take = min(req.prefill_left, budget - total)
+                if take <= 0 and chunks:
+                    break
+                chunks.append((req, take))
+                total += take
+            seconds = self.pool.step_t0_ms / 1000.0 + total / self.pool.prefill_tokens_per_s
+            return Step("prefill", seconds, chunks=chunks)
+        if self.running:
+            batch = list(self.running)
+            return Step("decode", self.pool.step_seconds(len(batch)), batch=batch)
+        return None
+
+    def apply_step(self, step: Step) -> None:
+        now = time.perf_counter()
+        if step.kind == "prefill":
+            assert step.chunks is not None
+            done: list[Request] = []
+            for req, take in step.chunks:
+                if req.status != PREFILL:
+                    continue
+                req.prefill_left -= take
+                if req.prefill_left <= 0:
+                    done.append(req)
+            if done:
+                done_set = set(done)
+                self.prefilling = [r for r in self.prefilling if r not in done_set]
+                for req in done:
+                    req.status = DECODE
+                    req.first_token_wall = now
+                    self.running.append(req)
+                    self._emit(req, 1, now)
+                    self.stats.on_first_token(req, now)
+            self.stats.on_prefill_step(self, step.seconds)
+        else:
+            assert step.batch is not None
+            spec = self.draft_tokens
+            p = self._accept_p
+            rand = self._rng.random
+            for req in step.batch:
+                if req.status != DECODE:
+                    continue
+                n = 1
+                if spec:
+                    while n < spec and rand() < p:
+                        n += 1
+                    req.spec_verify_ct += 1
+                emitted = self._emit(req, n, now)
+                if spec and emitted > 1:
+                    req.accepted_tokens += emitted - 1
+            self.stats.on_decode_step(self, step.seconds)
+        if not self.has_work():
+            self.stats.refresh_gauges(self)
+
+    # ---- token output ------------------------------------------------------------------
+    def _emit(self, req: Request, n: int, now: float) -> int:
+        """Append up to ``n`` tokens to ``req``; finish it on stop/length. Returns tokens added."""
+        params = req.params
+        out = req.out_ids
+        state = req.state
+        salt = req.salt
+        limit = params.max_new_tokens
+        added = 0
+        reason = None
+        for _ in range(n):
+            if len(out) >= limit:
+                break
+            tok = next_token(state, salt)
+            state = fold(state, tok)
+            out.append(tok)
+            added += 1
+            if tok in params.stop_token_ids:
+                reason = {"type": "stop", "matched": tok}
+                break
+            if req.stop_tail:
+                tail = "".join([VOCAB[t] for t in out[-req.stop_tail :]])
+                hit = next((s for s in params.stop if s in tail), None)
+                if hit is not None:
+                    reason = {"type": "stop", "matched": hit}
+                    break
+        req.state = state
+        if added:
+            self.own_tokens += added
+            used = min(added, req.reserve)
+            req.reserve -= used
+            self.reserved -= used
+            self.stats.on_tokens(req, added, now)
+            req.last_token_wall = now
+        if reason is None and len(out) >= limit:
+            reason = {"type": "length", "length": limit}
+        if reason is not None:
+            self._finish(req, reason)
+        else:
+            req.event.set()
+        return added
+
+    def _finish(self, req: Request, reason: dict) -> None:
+        status = req.status
+        req.finish_reason = reason
+        req.status = FINISHED
+        if status == PREFILL:
+            self.prefilling.remove(req)
+        elif status == DECODE:
+            self.running.remove(req)
+        if status in (PREFILL, DECODE):
+            prefill_done = len(req.input_ids) - req.cached_tokens - req.prefill_left
+            self.own_tokens -= len(req.input_ids) - req.cached_tokens + len(req.out_ids)
+            self.reserved -= req.reserve
+            req.reserve = 0
+            ids = (
+                req.input_ids[: req.cached_tokens + prefill_done]
+                if req.prefill_left > 0
+                else (req.input_ids + req.out_ids)
+            )
+            self.cache.release(req.locked, ids)
+            req.locked = []
+        self.by_rid.pop(req.rid, None)
+        self.stats.on_finish(req)
+        req.event.set()
