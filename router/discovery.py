@@ -27,6 +27,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from .config import GroupConfig
+
 log = logging.getLogger("specswitch.router.discovery")
 
 Resolver = Callable[[str], Awaitable[list[str]]]
@@ -76,8 +78,6 @@ async def resolve_dns(name: str) -> list[str]:
 
 
 def _default_group_factory(name: str, spec_url: str, baseline_url: str) -> Any:
-    from specswitch.router import GroupConfig  # lazy: the router package imports this module
-
     return GroupConfig(name=name, spec_url=spec_url, baseline_url=baseline_url)
 
 
@@ -135,7 +135,7 @@ class DnsDiscovery:
             addresses = []
         except Exception as exc:  # no answer: keep what we have
             log.warning(
-                "discovery resolve_failed name=%s error=%s: keeping %d groups",
+                "event=discovery_resolve_failed dns_name=%s error=%r kept_groups=%d",
                 self.dns_name,
                 f"{type(exc).__name__}: {exc}",
                 len(self._owned),
@@ -150,7 +150,7 @@ class DnsDiscovery:
                 continue  # present, or being removed (re-added once the removal ends)
             if name in existing:
                 log.warning(
-                    "discovery name_taken group=%s: a group not added by discovery has this name",
+                    "event=discovery_name_taken group=%s (a group not added by discovery has this name)",
                     name,
                 )
                 continue
@@ -169,27 +169,29 @@ class DnsDiscovery:
             if inspect.isawaitable(result):
                 await result
         except ValueError as exc:  # name appeared meanwhile (admin API)
-            log.warning("discovery add_refused group=%s error=%s", name, exc)
+            log.warning("event=discovery_add_refused group=%s error=%s", name, exc)
             return
         self._owned.add(name)
-        log.info("discovery group_added group=%s spec=%s baseline=%s", name, spec_url, baseline_url)
+        log.info(
+            "event=discovery_group_added group=%s spec=%s baseline=%s", name, spec_url, baseline_url
+        )
 
     def _start_removal(self, name: str) -> None:
         self._owned.discard(name)
         self._misses.pop(name, None)
-        log.info("discovery group_removing group=%s (address gone from %s)", name, self.dns_name)
+        log.info("event=discovery_group_removing group=%s dns_name=%s", name, self.dns_name)
         task = asyncio.create_task(self._remove(name), name=f"discovery-remove-{name}")
         self._removing[name] = task
 
     async def _remove(self, name: str) -> None:
         try:
             await self.registry.remove(name)
-            log.info("discovery group_removed group=%s", name)
+            log.info("event=discovery_group_removed group=%s", name)
         except KeyError:
-            log.info("discovery group_already_gone group=%s", name)
+            log.info("event=discovery_group_already_gone group=%s", name)
         except Exception as exc:
             log.error(
-                "discovery remove_failed group=%s error=%s: %s", name, type(exc).__name__, exc
+                "event=discovery_remove_failed group=%s error=%s: %s", name, type(exc).__name__, exc
             )
         finally:
             self._removing.pop(name, None)
@@ -201,19 +203,14 @@ class DnsDiscovery:
 
     async def run(self) -> None:
         """Reconcile every ``interval_s`` seconds until cancelled."""
-        log.info(
-            "discovery started name=%s spec_port=%d baseline_port=%d interval_s=%g",
-            self.dns_name,
-            self.spec_port,
-            self.baseline_port,
-            self.interval_s,
-        )
         try:
             while True:
                 try:
                     await self.reconcile_once()
                 except Exception as exc:  # never let one bad round stop discovery
-                    log.error("discovery reconcile_failed error=%s: %s", type(exc).__name__, exc)
+                    log.error(
+                        "event=discovery_reconcile_failed error=%s: %s", type(exc).__name__, exc
+                    )
                 await asyncio.sleep(self.interval_s)
         finally:
             tasks = list(self._removing.values())
