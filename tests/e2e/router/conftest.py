@@ -109,7 +109,11 @@ class Result:
 
 
 async def chat_stream(
-    session: aiohttp.ClientSession, url: str, max_tokens: int = 16, prompt: str = "hello"
+    session: aiohttp.ClientSession,
+    url: str,
+    max_tokens: int = 16,
+    prompt: str = "hello",
+    **extra: Any,
 ) -> Result:
     """One streamed chat completion, checked event by event."""
     res = Result()
@@ -119,6 +123,7 @@ async def chat_stream(
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
+        **extra,
     }
     try:
         async with session.post(url + "/v1/chat/completions", json=body) as r:
