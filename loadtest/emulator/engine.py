@@ -7,6 +7,7 @@ duration has elapsed, to ``apply_step`` (hand out the tokens the step produced).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -79,6 +80,17 @@ class Engine:
         self.reserved = 0  # future decode tokens promised to admitted requests
         self.stats = EngineStats(spec=pool.is_spec)
         self.enabled = True
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[Engine], bool]) -> None:
+        """Wait until ``predicate(self)`` holds, re-checked after every state change."""
+        while not predicate(self):
+            event = self._changed
+            await event.wait()
+
+    def _notify(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
 
     # ---- state seen by the HTTP layer -------------------------------------------------
     @property
@@ -103,6 +115,7 @@ class Engine:
         self.by_rid[req.rid] = req
         self.waiting.append(req)
         self._wake()
+        self._notify()
 
     def abort(self, rid: str) -> bool:
         req = self.by_rid.get(rid)
@@ -212,6 +225,7 @@ class Engine:
             self.stats.on_decode_step(self, step.seconds)
         if not self.has_work():
             self.stats.refresh_gauges(self)
+        self._notify()
 
     # ---- token output ------------------------------------------------------------------
     def _emit(self, req: Request, n: int, now: float) -> int:
@@ -278,3 +292,4 @@ class Engine:
         self.by_rid.pop(req.rid, None)
         self.stats.on_finish(req)
         req.event.set()
+        self._notify()
