@@ -1,0 +1,551 @@
+"""Plan one or two SGLang servers on the same GPUs (shared, disjoint or single layout).
+
+Per GPU, in GiB. A server's peak use is
+  before (CUDA context + NCCL, taken before F0 is measured)
+  + weights inside the fraction (target; + draft with "scaled" accounting)
+  + KV inside the fraction (tokens x cell_size)
+  + outside the fraction: draft weights and draft KV ("separate"), DSA FP8 overshoot,
+    activations, CUDA graphs, metadata, the req_to_token table.
+The first server's F0 is the free memory of the card minus its own `before`; the second
+server's F0 is what the first left (its peak use counted, so the first keeps its headroom).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from specswitch.errors import UserError
+
+from .catalog import GB, GIB, DraftSpec, GpuSpec, ModelSpec
+from .kvcache import DRAFT_ACCOUNTING, KvGeometry, kv_geometry, resolve_kv_dtype
+from .memory import (
+    NotEnoughMemory,
+    Overheads,
+    default_max_running_requests,
+    fraction_for_tokens,
+    in_fraction_kv_gib,
+    sglang_default_mem_fraction,
+    sglang_max_total_tokens,
+)
+
+LAYOUTS = ("shared", "disjoint", "single")
+HIGH_MARGIN = 0.75  # suggested SPECSWITCH_HIGH: 75% of what the spec pool can hold
+SLACK_GIB = 0.05  # rounding tolerance of the 4-decimal fraction
+DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.13.post1-cu130"
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    gpu: GpuSpec
+    gpus: int
+    model: ModelSpec
+    layout: str = "shared"
+    use_draft: bool = True
+    draft: DraftSpec | None = None  # None: the model's catalog draft
+    context_len: int = 8192
+    kv_dtype: str = "auto"
+    split: float | None = None  # share of the KV memory for spec; None = auto
+    spec_kv_tokens: int | None = None
+    spec_requests: int = 48  # spec --max-running-requests (SGLang's spec default)
+    draft_accounting: str = "scaled"
+    mem_fraction_static: float | None = None  # single layout: evaluate this fraction
+    spec_mem_fraction: float | None = None  # shared/disjoint: evaluate these fractions
+    baseline_mem_fraction: float | None = None
+    free_gib: float | None = None  # free memory per GPU before the first server
+    spec_gpus: int | None = None  # disjoint: GPUs for spec (default half)
+    page_size: int = 1
+    overheads: Overheads = field(default_factory=Overheads)
+    spec_num_steps: int = 3
+    spec_eagle_topk: int = 1
+    spec_num_draft_tokens: int = 4
+    sglang_image: str = DEFAULT_IMAGE
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise UserError(f"--layout {self.layout!r} must be one of {', '.join(LAYOUTS)}")
+        if not (1 <= self.gpus <= 64):
+            raise UserError(f"--gpus {self.gpus} must be between 1 and 64")
+        if not (16 <= self.context_len <= 10_000_000):
+            raise UserError(f"--context-len {self.context_len} must be between 16 and 10M")
+        if self.model.max_context and self.context_len > self.model.max_context:
+            raise UserError(
+                f"--context-len {self.context_len} exceeds {self.model.id}'s maximum "
+                f"{self.model.max_context}; pass a smaller --context-len"
+            )
+        if self.split is not None and not (0 < self.split < 1):
+            raise UserError(f"--split {self.split} must be 'auto' or a ratio between 0 and 1")
+        for name in ("mem_fraction_static", "spec_mem_fraction", "baseline_mem_fraction"):
+            value = getattr(self, name)
+            if value is not None and not (0 < value < 1):
+                raise UserError(f"{name.replace('_', '-')} {value} must be between 0 and 1")
+        if (self.spec_mem_fraction is None) != (self.baseline_mem_fraction is None):
+            raise UserError("give both --spec-mem-fraction and --baseline-mem-fraction, or neither")
+        if self.spec_kv_tokens is not None and self.spec_kv_tokens < 1:
+            raise UserError(f"--spec-kv-tokens {self.spec_kv_tokens} must be positive")
+        if not (1 <= self.spec_requests <= 4096):
+            raise UserError(f"--spec-requests {self.spec_requests} must be between 1 and 4096")
+        if self.draft_accounting not in DRAFT_ACCOUNTING:
+            raise UserError(f"--draft-accounting must be one of {', '.join(DRAFT_ACCOUNTING)}")
+        if self.free_gib is not None and not (0 < self.free_gib <= self.gpu.memory_gib + 1e-6):
+            raise UserError(
+                f"--free-gib {self.free_gib} must be > 0 and at most the card's "
+                f"{self.gpu.memory_gib:.2f} GiB"
+            )
+        if self.layout == "disjoint":
+            if self.gpus < 2:
+                raise UserError("--layout disjoint needs at least 2 GPUs")
+            if self.spec_gpus is not None and not (1 <= self.spec_gpus < self.gpus):
+                raise UserError(f"--spec-gpus {self.spec_gpus} must be between 1 and gpus-1")
+        if not (1 <= self.page_size <= 1024):
+            raise UserError(f"--page-size {self.page_size} must be between 1 and 1024")
+
+    @property
+    def spec_draft(self) -> DraftSpec | None:
+        if not self.use_draft:
+            return None
+        return self.draft or self.model.draft
+
+    @property
+    def resolved_kv_dtype(self) -> str:
+        return resolve_kv_dtype(self.kv_dtype, self.model, self.gpu.sm)
+
+    @property
+    def free_per_gpu_gib(self) -> float:
+        return self.free_gib if self.free_gib is not None else self.gpu.memory_gib
+
+    def before_gib(self, tp: int) -> float:
+        o = self.overheads
+        ctx = o.context_gib if o.context_gib is not None else self.gpu.cuda_context_gib
+        comm = o.comm_gib if o.comm_gib is not None else self.gpu.comm_gib(tp)
+        return ctx + (comm if tp > 1 else 0.0)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What one server needs per GPU apart from its KV pool."""
+
+    role: str
+    tp: int
+    draft: DraftSpec | None
+    before_gib: float
+    weights_gib: float  # target weights per GPU
+    draft_weights_gib: float
+    weights_in_gib: float  # counted inside the fraction
+    weights_out_gib: float  # loaded into the headroom
+    reserve: dict[str, float]
+    geom: KvGeometry
+    max_running: int | None  # None: SGLang's default formula
+
+    @property
+    def reserve_gib(self) -> float:
+        return sum(self.reserve.values())
+
+    @property
+    def fixed_gib(self) -> float:
+        return self.before_gib + self.weights_in_gib + self.weights_out_gib + self.reserve_gib
+
+
+@dataclass
+class ServerPlan:
+    role: str  # spec | baseline | single
+    tp: int
+    gpu_ids: list[int]
+    speculative: bool
+    algorithm: str
+    draft_model: str
+    before_weights_gib: float
+    f0_gib: float
+    weights_gib_per_gpu: float
+    draft_weights_gib_per_gpu: float
+    weights_in_fraction_gib: float
+    kv_bytes_per_token: int
+    draft_kv_bytes_per_token: int
+    kv_outside_bytes_per_token: int
+    kv_tokens: int
+    kv_gib: float
+    kv_outside_gib: float
+    mem_fraction_static: float
+    sglang_default_mem_fraction: float
+    headroom_gib: float
+    headroom_needed_gib: float
+    reserve_gib: dict[str, float]
+    max_concurrent_requests: int
+    max_running_requests: int
+    footprint_gib: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class Plan:
+    request: PlanRequest
+    servers: list[ServerPlan]
+    reasons: list[str] = field(default_factory=list)
+    alternatives: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    trap: dict[str, float | str] | None = None
+
+    @property
+    def fits(self) -> bool:
+        return not self.reasons and all(s.ok for s in self.servers)
+
+    def server(self, role: str) -> ServerPlan | None:
+        return next((s for s in self.servers if s.role == role), None)
+
+    @property
+    def spec_server(self) -> ServerPlan | None:
+        return next((s for s in self.servers if s.speculative), None)
+
+    @property
+    def spec_pool_requests(self) -> int:
+        s = self.spec_server
+        return s.max_concurrent_requests if s else 0
+
+    @property
+    def suggested_high(self) -> int:
+        s = self.spec_server
+        if s is None:
+            return 0
+        cap = min(s.max_concurrent_requests, s.max_running_requests)
+        return max(1, math.floor(HIGH_MARGIN * cap))
+
+    @property
+    def suggested_low(self) -> int:
+        return self.suggested_high // 2
+
+
+# ----------------------------------------------------------------------------- sizing
+
+
+def server_costs(req: PlanRequest, role: str, tp: int, speculative: bool) -> Costs:
+    draft = req.spec_draft if speculative else None
+    weights = req.model.target_weight_gb * GB / GIB / tp
+    draft_w = draft.size_gb * GB / GIB / tp if draft else 0.0
+    scaled = req.draft_accounting == "scaled"
+    reserve = req.overheads.reserve_gib(req.gpu.memory_mib, tp, draft is not None)
+    max_running = req.spec_requests if draft is not None else None
+    rows = max_running or 4096  # SGLang's default req pool is at most 4096 rows
+    extra = 4 + (req.spec_num_draft_tokens if draft is not None else 0)
+    reserve["req_to_token"] = rows * (req.context_len + extra) * 4 / GIB
+    return Costs(
+        role=role,
+        tp=tp,
+        draft=draft,
+        before_gib=req.before_gib(tp),
+        weights_gib=weights,
+        draft_weights_gib=draft_w,
+        weights_in_gib=weights + (draft_w if scaled else 0.0),
+        weights_out_gib=0.0 if scaled else draft_w,
+        reserve=reserve,
+        geom=kv_geometry(req.model, tp, req.resolved_kv_dtype, draft, req.draft_accounting),
+        max_running=max_running,
+    )
+
+
+def evaluate_server(
+    req: PlanRequest, c: Costs, f0: float, fraction: float, gpu_ids: list[int]
+) -> ServerPlan:
+    """One server launched with `fraction` when `f0` GiB are free: SGLang's arithmetic."""
+    problems: list[str] = []
+    try:
+        tokens = sglang_max_total_tokens(f0, c.weights_in_gib, fraction, c.geom, req.page_size)
+    except NotEnoughMemory as exc:
+        tokens = 0
+        problems.append(
+            f"{c.role}: SGLang stops at startup ('Not enough memory. Please try to increase "
+            f"--mem-fraction-static'): {exc}"
+        )
+    kv_in = in_fraction_kv_gib(tokens, c.geom) if tokens else 0.0
+    kv_out = tokens * c.geom.outside_bytes / GIB
+    headroom = f0 * (1 - fraction)
+    needed = c.weights_out_gib + c.reserve_gib + kv_out
+    if tokens and headroom + SLACK_GIB < needed:
+        problems.append(
+            f"{c.role}: headroom F0*(1-f) = {headroom:.2f} GiB < {needed:.2f} GiB it needs "
+            f"(activations, CUDA graphs{', draft' if c.draft else ''}): out-of-memory under "
+            f"load by {needed - headroom:.2f} GiB"
+        )
+    if tokens and tokens < req.context_len:
+        problems.append(
+            f"{c.role}: KV pool of {tokens} tokens cannot hold one request of "
+            f"{req.context_len} tokens"
+        )
+    used_headroom = max(needed, 0.0) if tokens else 0.0
+    footprint = c.before_gib + c.weights_in_gib + kv_in + used_headroom
+    max_running = c.max_running or default_max_running_requests(max(tokens, 1), req.context_len)
+    return ServerPlan(
+        role=c.role,
+        tp=c.tp,
+        gpu_ids=gpu_ids,
+        speculative=c.draft is not None,
+        algorithm=c.draft.algorithm if c.draft else "",
+        draft_model=(c.draft.model_id or req.model.hf_id) if c.draft else "",
+        before_weights_gib=c.before_gib,
+        f0_gib=f0,
+        weights_gib_per_gpu=c.weights_gib,
+        draft_weights_gib_per_gpu=c.draft_weights_gib,
+        weights_in_fraction_gib=c.weights_in_gib,
+        kv_bytes_per_token=c.geom.cell_bytes,
+        draft_kv_bytes_per_token=c.geom.draft_bytes,
+        kv_outside_bytes_per_token=c.geom.outside_bytes,
+        kv_tokens=tokens,
+        kv_gib=kv_in,
+        kv_outside_gib=kv_out,
+        mem_fraction_static=fraction,
+        sglang_default_mem_fraction=sglang_default_mem_fraction(
+            req.gpu.memory_mib,
+            c.tp,
+            c.draft is not None,
+            req.overheads.chunked_prefill_size,
+            req.overheads.cuda_graph_max_bs,
+        ),
+        headroom_gib=headroom,
+        headroom_needed_gib=needed,
+        reserve_gib=dict(c.reserve),
+        max_concurrent_requests=tokens // req.context_len,
+        max_running_requests=max_running,
+        footprint_gib=footprint,
+        problems=problems,
+    )
+
+
+def size_server(
+    req: PlanRequest, c: Costs, f0: float, budget_gib: float, gpu_ids: list[int]
+) -> ServerPlan:
+    """The fraction that gives a KV pool of `budget_gib` (inside + outside the fraction)."""
+    tokens = int(budget_gib * GIB / c.geom.bytes_per_token) // req.page_size * req.page_size
+    tokens = max(tokens, req.page_size)
+    fraction = fraction_for_tokens(f0, c.weights_in_gib, tokens, c.geom)
+    if fraction >= 1:
+        fraction = 0.9999
+    return evaluate_server(req, c, f0, fraction, gpu_ids)
+
+
+def _min_pool_gib(req: PlanRequest, c: Costs) -> float:
+    return req.context_len * c.geom.bytes_per_token / GIB
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def _tp_reasons(req: PlanRequest, *tps: int) -> list[str]:
+    reasons = []
+    for tp in sorted(set(tps)):
+        why = req.model.check_tp(tp)
+        if why:
+            reasons.append(f"SGLang cannot shard {req.model.id} at TP={tp}: {why}")
+    return reasons
+
+
+def _plan_single(req: PlanRequest) -> Plan:
+    tp = req.gpus
+    plan = Plan(req, [], reasons=_tp_reasons(req, tp))
+    if plan.reasons:
+        return plan
+    c = server_costs(req, "single", tp, speculative=req.spec_draft is not None)
+    f0 = req.free_per_gpu_gib - c.before_gib
+    ids = list(range(tp))
+    if req.mem_fraction_static is not None:
+        plan.servers.append(evaluate_server(req, c, f0, req.mem_fraction_static, ids))
+        return plan
+    budget = f0 - (c.fixed_gib - c.before_gib)
+    need = _min_pool_gib(req, c)
+    if budget < need:
+        plan.reasons.append(
+            f"one server does not fit on {req.gpus}x {req.gpu.id}: it needs "
+            f"{c.fixed_gib + need:.2f} GiB per GPU (weights {c.weights_in_gib + c.weights_out_gib:.2f}, "
+            f"overheads {c.before_gib + c.reserve_gib:.2f}, one request of {req.context_len} tokens "
+            f"{need:.2f}) but has {req.free_per_gpu_gib:.2f}: over by {need - budget:.2f} GiB"
+        )
+        return plan
+    plan.servers.append(size_server(req, c, f0, budget, ids))
+    return plan
+
+
+def _plan_disjoint(req: PlanRequest) -> Plan:
+    k = req.spec_gpus or req.gpus // 2
+    tps = {"spec": k, "baseline": req.gpus - k}
+    plan = Plan(req, [], reasons=_tp_reasons(req, *tps.values()))
+    if plan.reasons:
+        return plan
+    start = 0
+    fractions = {"spec": req.spec_mem_fraction, "baseline": req.baseline_mem_fraction}
+    for role, tp in tps.items():
+        ids = list(range(start, start + tp))
+        start += tp
+        c = server_costs(req, role, tp, speculative=(role == "spec" and req.spec_draft is not None))
+        f0 = req.free_per_gpu_gib - c.before_gib
+        if fractions[role] is not None:
+            plan.servers.append(evaluate_server(req, c, f0, fractions[role], ids))
+            continue
+        budget = f0 - (c.fixed_gib - c.before_gib)
+        need = _min_pool_gib(req, c)
+        if budget < need:
+            plan.reasons.append(
+                f"{role} at TP={tp} does not fit: it needs {c.fixed_gib + need:.2f} GiB per GPU "
+                f"(weights {c.weights_in_gib + c.weights_out_gib:.2f}, overheads "
+                f"{c.before_gib + c.reserve_gib:.2f}, one request {need:.2f}) but a GPU has "
+                f"{req.free_per_gpu_gib:.2f}: over by {need - budget:.2f} GiB"
+            )
+            continue
+        plan.servers.append(size_server(req, c, f0, budget, ids))
+    return plan
+
+
+def _shared_costs(req: PlanRequest) -> tuple[Costs, Costs]:
+    tp = req.gpus
+    spec = server_costs(req, "spec", tp, speculative=req.spec_draft is not None)
+    base = server_costs(req, "baseline", tp, speculative=False)
+    return spec, base
+
+
+def _evaluate_shared(req: PlanRequest, f_spec: float, f_base: float) -> list[ServerPlan]:
+    spec_c, base_c = _shared_costs(req)
+    ids = list(range(req.gpus))
+    free = req.free_per_gpu_gib
+    first = evaluate_server(req, spec_c, free - spec_c.before_gib, f_spec, ids)
+    f0_2 = free - first.footprint_gib - base_c.before_gib
+    if f0_2 <= 0:
+        second = evaluate_server(req, base_c, 1e-9, f_base, ids)
+        second.f0_gib = f0_2
+        second.problems = [f"baseline: no memory left after spec ({f0_2:.2f} GiB free)"]
+    else:
+        second = evaluate_server(req, base_c, f0_2, f_base, ids)
+    return [first, second]
+
+
+def _plan_shared(req: PlanRequest) -> Plan:
+    plan = Plan(req, [], reasons=_tp_reasons(req, req.gpus))
+    if plan.reasons:
+        return plan
+    if req.spec_mem_fraction is not None and req.baseline_mem_fraction is not None:
+        plan.servers = _evaluate_shared(req, req.spec_mem_fraction, req.baseline_mem_fraction)
+        plan.trap = _trap(req, plan.servers)
+        return plan
+    spec_c, base_c = _shared_costs(req)
+    free = req.free_per_gpu_gib
+    kv_mem = free - spec_c.fixed_gib - base_c.fixed_gib
+    min_spec, min_base = _min_pool_gib(req, spec_c), _min_pool_gib(req, base_c)
+    if kv_mem < min_spec + min_base:
+        plan.reasons.append(
+            f"two copies of {req.model.id} do not fit on {req.gpus}x {req.gpu.id}: per GPU they "
+            f"need weights {spec_c.weights_in_gib + spec_c.weights_out_gib:.2f} + "
+            f"{base_c.weights_in_gib:.2f} GiB, overheads "
+            f"{spec_c.before_gib + spec_c.reserve_gib + base_c.before_gib + base_c.reserve_gib:.2f} "
+            f"GiB and one request of {req.context_len} tokens in each pool "
+            f"{min_spec + min_base:.2f} GiB, but a GPU has {free:.2f} GiB: over by "
+            f"{min_spec + min_base - kv_mem:.2f} GiB"
+        )
+        return plan
+    if req.spec_kv_tokens is not None:
+        b_spec = req.spec_kv_tokens * spec_c.geom.bytes_per_token / GIB
+    elif req.split is not None:
+        b_spec = req.split * kv_mem
+    else:
+        want = req.spec_requests * req.context_len * spec_c.geom.bytes_per_token / GIB
+        b_spec = min(want, 0.5 * kv_mem)
+    b_spec = max(b_spec, min_spec)
+    if kv_mem - b_spec < min_base:
+        max_split = (kv_mem - min_base) / kv_mem
+        plan.reasons.append(
+            f"the spec split leaves the baseline pool {kv_mem - b_spec:.2f} GiB per GPU, less "
+            f"than one request of {req.context_len} tokens ({min_base:.2f} GiB): give spec at most "
+            f"--split {math.floor(max_split * 100) / 100:.2f}"
+        )
+        return plan
+    ids = list(range(req.gpus))
+    first = size_server(req, spec_c, free - spec_c.before_gib, b_spec, ids)
+    f0_2 = free - first.footprint_gib - base_c.before_gib
+    second = size_server(req, base_c, f0_2, f0_2 - (base_c.fixed_gib - base_c.before_gib), ids)
+    plan.servers = [first, second]
+    plan.trap = _trap(req, plan.servers)
+    return plan
+
+
+def _trap(req: PlanRequest, servers: list[ServerPlan]) -> dict[str, float | str]:
+    """The two-servers-same-fraction trap, with numbers for this plan. In evaluate mode (both
+    fractions given) it also shows the real split and the fractions that give the split the
+    operator expected (each fraction read as a share of the whole card)."""
+    spec, base = servers
+    f = spec.mem_fraction_static
+    naive = _evaluate_shared(req, f, f) if base.mem_fraction_static != f else [spec, base]
+    naive_base = naive[1]
+    card_f0 = req.free_per_gpu_gib - base.before_weights_gib
+    expected = max(0.0, f * card_f0 - base.weights_in_fraction_gib)
+    total = spec.kv_gib + base.kv_gib
+    out: dict[str, float | str] = {
+        "same_fraction": f,
+        "baseline_f0_gib": round(naive_base.f0_gib, 2),
+        "baseline_expected_kv_gib": round(expected, 2),
+        "baseline_real_kv_gib": round(naive_base.kv_gib, 2),
+        "baseline_real_kv_tokens": naive_base.kv_tokens,
+        "baseline_outcome": "; ".join(naive_base.problems) or "starts",
+        "real_spec_share": round(spec.kv_gib / total, 3) if total else 0.0,
+    }
+    if req.spec_mem_fraction is not None and req.baseline_mem_fraction is not None:
+        exp_spec = max(0.0, req.spec_mem_fraction * card_f0 - spec.weights_in_fraction_gib)
+        exp_base = max(0.0, req.baseline_mem_fraction * card_f0 - base.weights_in_fraction_gib)
+        if exp_spec + exp_base > 0:
+            share = exp_spec / (exp_spec + exp_base)
+            out["expected_spec_share"] = round(share, 3)
+            if 0 < share < 1:
+                fixed = _plan_shared(
+                    replace(req, spec_mem_fraction=None, baseline_mem_fraction=None, split=share)
+                )
+                if fixed.fits:
+                    out["fix_spec_mem_fraction"] = fixed.servers[0].mem_fraction_static
+                    out["fix_baseline_mem_fraction"] = fixed.servers[1].mem_fraction_static
+    return out
+
+
+def plan(req: PlanRequest, alternatives: bool = True) -> Plan:
+    """Plan (or, with fractions given, evaluate) a layout; refusals carry alternatives."""
+    result = {"shared": _plan_shared, "disjoint": _plan_disjoint, "single": _plan_single}[
+        req.layout
+    ](req)
+    result.notes.extend(_notes(req))
+    if alternatives and not result.fits:
+        from .alternatives import suggest
+
+        result.alternatives = suggest(req, result)
+    return result
+
+
+def _notes(req: PlanRequest) -> list[str]:
+    notes = []
+    m = req.model
+    if m.swa_layers:
+        notes.append(
+            f"{m.id}: {m.swa_layers} of {m.layers} layers use a {m.sliding_window}-token sliding "
+            "window. SGLang's hybrid SWA pool profiles with all layers, then gives the SWA layers "
+            "0.8x as many token slots as the full layers; kv_tokens counts full-attention tokens "
+            "(the context the server holds). With --disable-hybrid-swa-memory every layer is full."
+        )
+    if m.dsa_index_head_dim and req.resolved_kv_dtype.startswith("fp8"):
+        notes.append(
+            "DSA with an FP8 KV cache: the pool stores a scale per 128 and the rope part in BF16 "
+            "(656 B/layer instead of the 576 SGLang profiles with); the difference is counted "
+            "outside the fraction."
+        )
+    if req.kv_dtype == "auto":
+        notes.append(f"--kv-cache-dtype auto resolves to {req.resolved_kv_dtype} here.")
+    draft = req.spec_draft
+    if draft is not None and req.draft_accounting == "scaled":
+        notes.append(
+            "draft accounting 'scaled' (newer SGLang): cell_size x (1 + draft_layers/target_layers), "
+            "draft weights inside the fraction; use --draft-accounting separate for older 0.5.x."
+        )
+    elif draft is not None:
+        notes.append(
+            "draft accounting 'separate' (older 0.5.x): the draft's own KV pool with the target's "
+            "token count and its weights are allocated outside the fraction, from the headroom."
+        )
+    return notes
+
+
+def with_model(req: PlanRequest, model: ModelSpec) -> PlanRequest:
+    return replace(req, model=model)
