@@ -138,13 +138,13 @@ def test_probe_without_torch_or_gpu_says_so(capsys):
         (
             ["plan", "--model", "llama-3.1-8b", "--layout", "single", "--format", "env"],
             "two-server layouts",
-        ),  # fmt: skip
+        ),
         (["plan"], "give --model"),
         (["check", "/nonexistent/plan.json"], "cannot read plan"),
     ],
 )
 def test_bad_input_one_line_exit_2(capsys, argv, needle):
-    code, out, err = run(capsys, *argv)
+    code, _, err = run(capsys, *argv)
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("specswitch: error: ")
     assert needle in err
