@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiohttp
@@ -61,6 +62,44 @@ async def _client(
         n += 1
 
 
+@contextlib.asynccontextmanager
+async def closed_loop(
+    group: EmulatorGroup, pool: str, concurrency: int, max_new_tokens: int = 1024
+) -> AsyncIterator[None]:
+    """Run ``concurrency`` closed-loop clients against ``pool`` while the block runs; on exit
+    stop them and abort what is still in flight."""
+    server = group.servers[pool]
+    stop = asyncio.Event()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        tasks = [
+            asyncio.create_task(_client(session, server.url, max_new_tokens, i, stop))
+            for i in range(concurrency)
+        ]
+        try:
+            engine = server.engine
+            target = min(concurrency, engine.max_running)
+            await engine.wait_until(lambda e: len(e.running) >= target)
+            yield
+        finally:
+            stop.set()
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                    await t
+            server.engine.abort_all()
+
+
+async def measure_window(group: EmulatorGroup, pool: str, window_s: float) -> float:
+    """Output tok/s of ``pool`` over the next ``window_s`` simulated seconds."""
+    stats = group.servers[pool].engine.stats
+    tokens0 = stats.generation_tokens_total
+    t0 = time.perf_counter()
+    await asyncio.sleep(window_s / group.speedup)
+    tokens1 = stats.generation_tokens_total
+    return (tokens1 - tokens0) / ((time.perf_counter() - t0) * group.speedup)
+
+
 async def measure_point(
     group: EmulatorGroup,
     pool: str,
@@ -72,36 +111,14 @@ async def measure_point(
 ) -> Point:
     """Closed-loop output tok/s (simulated time) of ``pool`` at ``concurrency`` clients."""
     server = group.servers[pool]
-    stats = server.engine.stats
-    speedup = group.speedup
-    stop = asyncio.Event()
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        tasks = [
-            asyncio.create_task(_client(session, server.url, max_new_tokens, i, stop))
-            for i in range(concurrency)
-        ]
-        try:
-            # warm up: every client admitted and past its prefill, then a few steps more
-            engine = server.engine
-            target = min(concurrency, engine.max_running)
-            await engine.wait_until(lambda e: len(e.running) >= target)
-            warm = warmup_s if warmup_s is not None else 3 * server.pool.step_seconds(target)
-            await asyncio.sleep(warm / speedup)
-            tokens0 = stats.generation_tokens_total
-            t0 = time.perf_counter()
-            await asyncio.sleep(window_s / speedup)
-            tokens1 = stats.generation_tokens_total
-            wall = time.perf_counter() - t0
-        finally:
-            stop.set()
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
-                    await t
-            server.engine.abort_all()
-    tok_s = (tokens1 - tokens0) / (wall * speedup)
+    t0 = time.perf_counter()
+    async with closed_loop(group, pool, concurrency, max_new_tokens):
+        # every client admitted and past its prefill; a few steps more
+        target = min(concurrency, server.engine.max_running)
+        warm = warmup_s if warmup_s is not None else 3 * server.pool.step_seconds(target)
+        await asyncio.sleep(warm / group.speedup)
+        tok_s = await measure_window(group, pool, window_s)
+    wall = time.perf_counter() - t0
     return Point(pool, concurrency, tok_s, server.pool.throughput(concurrency), wall)
 
 
