@@ -28,20 +28,25 @@ def replace_value(cmd: list[str], flag: str, value: str) -> list[str]:
     return [*cmd[: i + 1], value, *cmd[i + 2 :]]
 
 
+def tail(log: Path) -> str:
+    return log.read_text()[-2000:]
+
+
 async def start(
-    cmd: list[str], pattern: str, count: int
+    cmd: list[str], pattern: str, count: int, log: Path
 ) -> tuple[asyncio.subprocess.Process, list[str]]:
-    """Start `specswitch <cmd>` and wait (bounded) for `count` stdout lines matching pattern."""
-    proc = await asyncio.create_subprocess_exec(
-        SPECSWITCH, *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
+    """Start `specswitch <cmd>` and wait (bounded) for `count` stdout matches of pattern."""
+    with log.open("w") as err:  # a file, not a pipe: logs can never block the process
+        proc = await asyncio.create_subprocess_exec(
+            SPECSWITCH, *cmd, stdout=asyncio.subprocess.PIPE, stderr=err
+        )
     found: list[str] = []
     assert proc.stdout is not None
     async with asyncio.timeout(60):
         while len(found) < count:
             line = (await proc.stdout.readline()).decode()
             if not line:
-                raise AssertionError(f"specswitch {cmd[0]} exited: {log.read_text()[-2000:]}")
+                raise AssertionError(f"specswitch {cmd[0]} exited: {tail(log)}")
             found += re.findall(pattern, line)
     return proc, found
 
@@ -72,7 +77,9 @@ async def test_emulated_compose_topology_serves_through_the_router(tmp_path: Pat
         serve = replace_value(serve, "--group", group)
         serve = replace_value(serve, "--listen", "127.0.0.1:0")
         serve = replace_value(serve, "--admin-listen", "127.0.0.1:0")
-        router, (url, admin_url) = await start(serve, r"(http://[\d.:]+)", 2, tmp_path / "serve.log")
+        router, (url, admin_url) = await start(
+            serve, r"(http://[\d.:]+)", 2, tmp_path / "serve.log"
+        )
 
         async with aiohttp.ClientSession() as session:
             async with asyncio.timeout(30):  # the router health-checks the servers first
