@@ -58,7 +58,11 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--baseline-mem-fraction", type=float, help="evaluate the baseline server's fraction"
     )
-    p.add_argument("--free-gib", type=float, help="free GiB per GPU before the first server")
+    p.add_argument(
+        "--free-gib",
+        help="free GiB per GPU before the first server: one value, or one per GPU (comma list, "
+        "as `layout probe` reads them)",
+    )
     p.add_argument("--spec-gpus", type=int, help="disjoint: GPUs for spec (default half)")
     p.add_argument("--page-size", type=int, default=1)
     p.add_argument("--spec-num-steps", type=int, default=3)
@@ -86,6 +90,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .commands import run_check
 
     return run_check(args)
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    from .commands import run_table
+
+    return run_table(args)
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -131,6 +141,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_model_args(check)
     check.add_argument("--gpu-mem-gib", type=float, help="custom GPU memory in GiB")
     check.set_defaults(func=_cmd_check)
+
+    table = sub.add_parser("table", help="Markdown table: every catalog model, both layouts")
+    _add_plan_args(table)
+    table.set_defaults(func=_cmd_table)
 
     probe = sub.add_parser("probe", help="read real free memory per GPU (needs torch and a GPU)")
     probe.add_argument("--format", default="table", choices=("table", "json"))

@@ -82,7 +82,8 @@ def _model_and_draft(args: argparse.Namespace) -> tuple[ModelSpec, bool, DraftSp
 
 
 def build_request(args: argparse.Namespace) -> PlanRequest:
-    for name in ("free_gib", "mem_fraction_static", "spec_mem_fraction", "baseline_mem_fraction",
+    free_gib, free_each = _parse_free(args.free_gib)
+    for name in ("mem_fraction_static", "spec_mem_fraction", "baseline_mem_fraction",
                  "cuda_context_gib", "comm_gib", "meta_gib", "activation_mib_per_token",
                  "graph_mib_per_bs", "spec_extra_gib", "split"):  # fmt: skip
         _finite(f"--{name.replace('_', '-')}", getattr(args, name, None))
@@ -124,7 +125,8 @@ def build_request(args: argparse.Namespace) -> PlanRequest:
         mem_fraction_static=args.mem_fraction_static,
         spec_mem_fraction=args.spec_mem_fraction,
         baseline_mem_fraction=args.baseline_mem_fraction,
-        free_gib=args.free_gib,
+        free_gib=free_gib,
+        free_gib_each=free_each,
         spec_gpus=args.spec_gpus,
         page_size=args.page_size,
         overheads=overheads,
@@ -133,6 +135,31 @@ def build_request(args: argparse.Namespace) -> PlanRequest:
         spec_num_draft_tokens=args.spec_num_draft_tokens,
         sglang_image=args.sglang_image or DEFAULT_IMAGE,
     )
+
+
+def _parse_free(text: str | None) -> tuple[float | None, tuple[float, ...] | None]:
+    if text is None:
+        return None, None
+    try:
+        values = tuple(float(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise UserError(f"--free-gib {text!r}: give GiB as a number or a comma list") from None
+    for v in values:
+        _finite("--free-gib", v)
+    if not values:
+        raise UserError("--free-gib is empty")
+    if len(values) == 1:
+        return values[0], None
+    return None, values
+
+
+def run_table(args: argparse.Namespace) -> int:
+    from .report import catalog_table
+
+    if not args.model and not args.model_config:
+        args.model = next(iter(load_models()))
+    print(catalog_table(build_request(args)), end="")
+    return 0
 
 
 def write_atomic(path: str, text: str) -> None:

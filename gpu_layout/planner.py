@@ -27,6 +27,7 @@ from .memory import (
     in_fraction_kv_gib,
     sglang_default_mem_fraction,
     sglang_max_total_tokens,
+    unbalanced,
 )
 
 LAYOUTS = ("shared", "disjoint", "single")
@@ -53,6 +54,7 @@ class PlanRequest:
     spec_mem_fraction: float | None = None  # shared/disjoint: evaluate these fractions
     baseline_mem_fraction: float | None = None
     free_gib: float | None = None  # free memory per GPU before the first server
+    free_gib_each: tuple[float, ...] | None = None  # measured per GPU (probe); min is used
     spec_gpus: int | None = None  # disjoint: GPUs for spec (default half)
     page_size: int = 1
     overheads: Overheads = field(default_factory=Overheads)
@@ -92,6 +94,13 @@ class PlanRequest:
                 f"--free-gib {self.free_gib} must be > 0 and at most the card's "
                 f"{self.gpu.memory_gib:.2f} GiB"
             )
+        if self.free_gib_each is not None:
+            if len(self.free_gib_each) != self.gpus:
+                raise UserError(
+                    f"--free-gib lists {len(self.free_gib_each)} values for {self.gpus} GPUs"
+                )
+            if not all(0 < x <= self.gpu.memory_gib + 1e-6 for x in self.free_gib_each):
+                raise UserError("--free-gib values must be > 0 and at most the card's memory")
         if self.layout == "disjoint":
             if self.gpus < 2:
                 raise UserError("--layout disjoint needs at least 2 GPUs")
@@ -112,6 +121,8 @@ class PlanRequest:
 
     @property
     def free_per_gpu_gib(self) -> float:
+        if self.free_gib_each is not None:
+            return min(self.free_gib_each)  # SGLang uses the minimum over TP ranks
         return self.free_gib if self.free_gib is not None else self.gpu.memory_gib
 
     def before_gib(self, tp: int) -> float:
@@ -507,12 +518,33 @@ def plan(req: PlanRequest, alternatives: bool = True) -> Plan:
     result = {"shared": _plan_shared, "disjoint": _plan_disjoint, "single": _plan_single}[
         req.layout
     ](req)
+    result.reasons.extend(_balance_reasons(req))
     result.notes.extend(_notes(req))
     if alternatives and not result.fits:
         from .alternatives import suggest
 
         result.alternatives = suggest(req, result)
     return result
+
+
+def _balance_reasons(req: PlanRequest) -> list[str]:
+    """SGLang refuses TP startup when a rank has < 90% of another rank's free memory."""
+    if req.free_gib_each is None:
+        return []
+    groups = [list(range(req.gpus))]
+    if req.layout == "disjoint":
+        k = req.spec_gpus or req.gpus // 2
+        groups = [list(range(k)), list(range(k, req.gpus))]
+    reasons = []
+    for ids in groups:
+        free = [req.free_gib_each[i] for i in ids]
+        if unbalanced(free):
+            reasons.append(
+                f"GPUs {ids[0]}-{ids[-1]}: free memory {min(free):.2f}..{max(free):.2f} GiB differs "
+                "by more than 10%: SGLang stops with 'The memory capacity is unbalanced'; free the "
+                "busy GPU or leave it out"
+            )
+    return reasons
 
 
 def _notes(req: PlanRequest) -> list[str]:

@@ -161,3 +161,13 @@ def test_config_missing_fields(capsys, tmp_path: Path):
     assert code == 2 and "--checkpoint-gib" in err
     code, _, err = run(capsys, "plan", "--model-config", str(tmp_path), "--checkpoint-gib", "-3")
     assert code == 2 and "--checkpoint-gib -3" in err
+
+
+def test_table_covers_every_catalog_model(capsys):
+    code, out, _ = run(capsys, "table", "--gpu", "rtx-pro-6000", "--gpus", "8")
+    assert code == 0
+    rows = [r for r in out.splitlines() if r.startswith("| ") and not r.startswith("| model")]
+    code, models, _ = run(capsys, "models", "--format", "json")
+    assert len(rows) == 2 * len(json.loads(models))
+    assert any(r.startswith("| glm-5-nvfp4 | shared |") and "REFUSED" in r for r in rows)
+    assert any(r.startswith("| llama-3.3-70b-fp8 | shared |") and "fits" in r for r in rows)

@@ -184,3 +184,19 @@ def test_every_fitting_plan_keeps_both_peaks_on_the_card(model_id):
     assert total <= req.gpu.memory_gib + 0.05
     for s in p.servers:
         assert s.headroom_gib + 0.05 >= s.headroom_needed_gib
+
+
+def test_unbalanced_free_memory_is_refused():
+    # 80 < 0.9 * 90 = 81: SGLang's "memory capacity is unbalanced"; GPUs 0,1 are balanced
+    req = PlanRequest(
+        gpu=get_gpu("rtx-pro-6000"),
+        gpus=4,
+        model=get_model("llama-3.1-8b"),
+        free_gib_each=(90.0, 90.0, 80.0, 90.0),
+    )
+    p = plan(req)
+    assert not p.fits and "unbalanced" in p.reasons[0]
+    assert p.alternatives[0].startswith("leave the busy GPUs out: CUDA_VISIBLE_DEVICES=0,1")
+    # balanced within 10%: planned from the minimum (SGLang takes the min over ranks)
+    ok = plan(replace(req, free_gib_each=(90.0, 90.0, 85.0, 90.0)))
+    assert ok.fits and ok.servers[0].f0_gib == pytest.approx(85.0 - req.before_gib(4))
