@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 PROFILES = ("seed-glm5-rtxpro6000", "paper-h100-llama31-8b")
 
@@ -53,6 +53,16 @@ def parse_concurrencies(text: str) -> tuple[int, ...]:
     if not out or min(out) < 1:
         raise _user_error("--concurrency values must be >= 1")
     return tuple(sorted(set(out)))
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad flags: one line `specswitch: error: ...` and exit 2 (no usage dump)."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"specswitch: error: {parser.prog}: {message} (see --help)\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
 
 
 def _positive(name: str, value: float | None) -> None:
@@ -185,6 +195,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pl = sub.add_parser("plot", help="redraw the PNGs of a compare report")
     pl.add_argument("report", type=Path)
     pl.set_defaults(func=_cmd_plot)
+    for parser in (lt, sw, tr, cp, pl):
+        _one_line_errors(parser)
 
     demo = subparsers.add_parser(
         "demo",
@@ -198,6 +210,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument("--max-tokens", type=int, default=96)
     demo.add_argument("--out", type=Path, default=Path("specswitch-demo"))
     demo.set_defaults(func=_cmd_demo)
+    _one_line_errors(demo)
 
 
 # ----------------------------------------------------------------------------- handlers

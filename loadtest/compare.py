@@ -36,7 +36,7 @@ from .report import (
 )
 from .runs import SweepPlan, open_client, sweep, trace
 from .schedules import Schedule
-from .stack import ProcessStack, StackConfig, flush_cache, set_policy, wait_idle
+from .stack import ProcessStack, StackConfig, flush_cache, set_policy, wait_idle, wait_mode
 from .stats import Slo, envelope
 
 MODES = ("spec", "baseline", "auto")
@@ -142,7 +142,12 @@ def analytic_check(
 
 
 async def _prepare(stack: ProcessStack, mode: str, policy: dict[str, Any]) -> None:
+    """Idle router, then the policy for the next run, then empty prefix caches. Before auto
+    the group is first forced to spec, so every auto run starts from the same state."""
     await wait_idle(stack.admin_url)
+    if mode == "auto":
+        await set_policy(stack.admin_url, {"mode": "spec"})
+        await wait_mode(stack.admin_url, "spec")
     await set_policy(stack.admin_url, {"mode": mode, **policy})
     await flush_cache([stack.spec_url, stack.baseline_url])
 

@@ -243,3 +243,17 @@ async def wait_idle(admin_url: str, timeout_s: float = 120.0) -> None:
                 return
             await asyncio.sleep(0.1)
     raise UserError(f"router at {admin_url} still had requests in flight after {timeout_s:.0f} s")
+
+
+async def wait_mode(admin_url: str, mode: str, timeout_s: float = 30.0) -> None:
+    """Wait until every group reports ``mode``."""
+    from .live import AdminPoller
+
+    deadline = time.monotonic() + timeout_s
+    async with AdminPoller(admin_url) as poll:
+        while time.monotonic() < deadline:
+            s = await poll()
+            if s is not None and s.get("mode") == mode:
+                return
+            await asyncio.sleep(0.05)
+    raise UserError(f"router at {admin_url} did not reach mode {mode} in {timeout_s:.0f} s")
