@@ -90,32 +90,35 @@ async def generate(request: web.Request) -> web.StreamResponse:
 
     incremental = server.settings.incremental_streaming_output
     resp = web.StreamResponse(headers=SSE_HEADERS)
-    async with server.guard(req):
-        await resp.prepare(request)
-        sent = 0
-        async for n in server.updates(req):
-            if req.finished:
-                meta = req.meta_info(draft)
-            else:
-                meta = {
-                    "id": req.rid,
-                    "finish_reason": None,
-                    "prompt_tokens": req.prompt_tokens,
-                    "completion_tokens": n,
-                    "cached_tokens": req.cached_tokens,
-                }
-            if incremental:
-                ids = req.out_ids[sent:n]
-                prev = len(req.plain_text(sent))
-                text = (req.text() if req.finished else req.plain_text(n))[prev:]
-            else:
-                ids = req.out_ids[:n]
-                text = req.text() if req.finished else req.plain_text(n)
-            sent = n
-            payload = {"text": text, "output_ids": ids, "meta_info": meta}
-            await resp.write(b"data: " + orjson.dumps(payload) + b"\n\n")
-        await resp.write(DONE)
-    await resp.write_eof()
+    try:
+        async with server.guard(req):
+            await resp.prepare(request)
+            sent = 0
+            async for n in server.updates(req):
+                if req.finished:
+                    meta = req.meta_info(draft)
+                else:
+                    meta = {
+                        "id": req.rid,
+                        "finish_reason": None,
+                        "prompt_tokens": req.prompt_tokens,
+                        "completion_tokens": n,
+                        "cached_tokens": req.cached_tokens,
+                    }
+                if incremental:
+                    ids = req.out_ids[sent:n]
+                    prev = len(req.plain_text(sent))
+                    text = (req.text() if req.finished else req.plain_text(n))[prev:]
+                else:
+                    ids = req.out_ids[:n]
+                    text = req.text() if req.finished else req.plain_text(n)
+                sent = n
+                payload = {"text": text, "output_ids": ids, "meta_info": meta}
+                await resp.write(b"data: " + orjson.dumps(payload) + b"\n\n")
+            await resp.write(DONE)
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away; guard() aborted the request
     return resp
 
 

@@ -213,34 +213,41 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
         )
 
     resp = web.StreamResponse(headers=SSE_HEADERS)
-    async with server.guard(req):
-        await resp.prepare(request)
-        if chat:
-            await resp.write(
-                head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
-                b'"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
-            )
-        sent_chars = 0
-        async for n in server.updates(req):
-            text = req.text() if req.finished else req.plain_text(n)
-            delta = text[sent_chars:]
-            sent_chars = len(text)
-            if req.finished:
-                reason, matched = finish_fields(req)
-                tail = {"logprobs": None, "finish_reason": reason, "matched_stop": matched}
-                if chat:
-                    if delta:
-                        await resp.write(head + open_content + orjson.dumps(delta) + close_content)
-                    choice = {"index": 0, "delta": {}, **tail}
-                else:
-                    choice = {"index": 0, "text": delta, **tail}
-                await resp.write(head + orjson.dumps([choice]) + b',"usage":null}\n\n')
-            elif delta:
-                await resp.write(head + open_content + orjson.dumps(delta) + close_content)
-        if include_usage:
-            await resp.write(head + b'[],"usage":' + orjson.dumps(usage(server, req)) + b"}\n\n")
-        await resp.write(DONE)
-    await resp.write_eof()
+    try:
+        async with server.guard(req):
+            await resp.prepare(request)
+            if chat:
+                await resp.write(
+                    head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
+                    b'"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
+                )
+            sent_chars = 0
+            async for n in server.updates(req):
+                text = req.text() if req.finished else req.plain_text(n)
+                delta = text[sent_chars:]
+                sent_chars = len(text)
+                if req.finished:
+                    reason, matched = finish_fields(req)
+                    tail = {"logprobs": None, "finish_reason": reason, "matched_stop": matched}
+                    if chat:
+                        if delta:
+                            await resp.write(
+                                head + open_content + orjson.dumps(delta) + close_content
+                            )
+                        choice = {"index": 0, "delta": {}, **tail}
+                    else:
+                        choice = {"index": 0, "text": delta, **tail}
+                    await resp.write(head + orjson.dumps([choice]) + b',"usage":null}\n\n')
+                elif delta:
+                    await resp.write(head + open_content + orjson.dumps(delta) + close_content)
+            if include_usage:
+                await resp.write(
+                    head + b'[],"usage":' + orjson.dumps(usage(server, req)) + b"}\n\n"
+                )
+            await resp.write(DONE)
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away; guard() aborted the request
     return resp
 
 
