@@ -330,9 +330,11 @@ def size_server(
     """The fraction that gives a KV pool of `budget_gib` (inside + outside the fraction)."""
     tokens = int(budget_gib * GIB / c.geom.bytes_per_token) // req.page_size * req.page_size
     tokens = max(tokens, req.page_size)
-    fraction = fraction_for_tokens(f0, c.weights_in_gib, tokens, c.geom)
-    if fraction >= 1:
-        fraction = 0.9999
+    fraction = min(fraction_for_tokens(f0, c.weights_in_gib, tokens, c.geom), 0.9999)
+    # rounding up to 4 decimals must not eat the headroom: step back while it would
+    needed = c.weights_out_gib + c.reserve_gib + tokens * c.geom.outside_bytes / GIB
+    while f0 * (1 - fraction) < needed and fraction > 0.0001:
+        fraction = round(fraction - 0.0001, 4)
     return evaluate_server(req, c, f0, fraction, gpu_ids)
 
 

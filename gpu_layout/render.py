@@ -198,13 +198,14 @@ def render_table(p: Plan) -> str:
             "(per GPU; F0 = free memory when the server starts; headroom = F0*(1-f) vs what it "
             "needs outside the fraction)"
         )
-    if p.fits:
+    if p.fits and len(p.servers) > 1:
         out.append(
             f"start order: {' -> '.join(s.role for s in p.servers)}; start the next only when the "
             "previous answers /health (its fraction is computed for the memory the first left)"
         )
+    if p.fits:
         if p.spec_server is not None:
-            out.append(
+            out.append(  # the router's switch threshold is capped by what the spec pool holds
                 f"spec pool holds {p.spec_pool_requests} requests of {req.context_len} tokens -> "
                 f"suggested SPECSWITCH_HIGH={p.suggested_high}, SPECSWITCH_LOW={p.suggested_low}"
             )

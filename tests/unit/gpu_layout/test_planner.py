@@ -55,9 +55,12 @@ def test_shared_split_by_hand():
     # baseline starts second: F0 = 80 - 40.00092 - 1 = 38.99908 GiB (what spec left)
     assert base.f0_gib == pytest.approx(80 - spec.footprint_gib - 1)
     # its budget 38.99908 - 16 - 0.12506 = 22.87402 -> 187384 tokens wanted
-    # -> f = ceil4((16 + 187384/8192) / 38.99908) = ceil4(0.996793) = 0.9968
-    assert base.mem_fraction_static == 0.9968
-    assert base.kv_tokens == 187_386
+    # -> f = ceil4((16 + 187384/8192) / 38.99908) = ceil4(0.996793) = 0.9968, but that leaves
+    # 38.99908 * 0.0032 = 0.12480 GiB < the 0.12506 table: one step back to 0.9967
+    assert base.mem_fraction_static == 0.9967
+    # rest = 22.99908 - 38.99908 * 0.0033 = 22.87039 GiB -> floor(22.87039 * 8192) = 187354
+    assert base.kv_tokens == 187_354
+    assert base.headroom_gib >= base.headroom_needed_gib
     # both pools hold 22 requests of 8192 tokens; together they use the whole card
     assert spec.max_concurrent_requests == base.max_concurrent_requests == 22
     assert spec.footprint_gib + base.footprint_gib == pytest.approx(80, abs=0.01)
@@ -111,10 +114,12 @@ def test_disjoint_halves():
     assert p.fits
     spec, base = p.servers
     assert (spec.gpu_ids, base.gpu_ids) == ([0], [1])
-    # alone on its GPU: budget = 79 - 16 - 0.12506 = 62.87494 -> 515071 tokens wanted
+    # alone on its GPU: budget = 79 - 16 - 0.12506 = 62.87494 -> 515071 tokens wanted;
+    # ceil4((16 + 515071/8192) / 79) = 0.9985 leaves 79*0.0015 = 0.1185 < 0.12506 -> 0.9984
     assert spec.f0_gib == base.f0_gib == 79
-    assert spec.kv_tokens == base.kv_tokens
-    assert spec.kv_tokens >= 515_071
+    assert spec.mem_fraction_static == base.mem_fraction_static == 0.9984
+    # rest = 63 - 79*0.0016 = 62.8736 GiB -> floor(62.8736 * 8192) = 515060
+    assert spec.kv_tokens == base.kv_tokens == 515_060
 
 
 def test_auto_split_sizes_spec_for_its_requests():
