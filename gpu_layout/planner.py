@@ -499,6 +499,13 @@ def _trap(req: PlanRequest, servers: list[ServerPlan]) -> dict[str, float | str]
         "baseline_outcome": "; ".join(naive_base.problems) or "starts",
         "real_spec_share": round(spec.kv_gib / total, 3) if total else 0.0,
     }
+    auto = _evaluate_shared(req, spec.sglang_default_mem_fraction, base.sglang_default_mem_fraction)
+    out["default_spec_fraction"] = spec.sglang_default_mem_fraction
+    out["default_baseline_fraction"] = base.sglang_default_mem_fraction
+    out["default_baseline_f0_gib"] = round(auto[1].f0_gib, 2)
+    out["default_outcome"] = "; ".join(auto[1].problems) or (
+        f"baseline starts with {auto[1].kv_tokens:,} tokens"
+    )
     if req.spec_mem_fraction is not None and req.baseline_mem_fraction is not None:
         exp_spec = max(0.0, req.spec_mem_fraction * card_f0 - spec.weights_in_fraction_gib)
         exp_base = max(0.0, req.baseline_mem_fraction * card_f0 - base.weights_in_fraction_gib)

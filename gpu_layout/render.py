@@ -224,6 +224,11 @@ def render_table(p: Plan) -> str:
             f"instead of the {t['baseline_expected_kv_gib']} GiB one expects "
             f"[{t['baseline_outcome']}]. Each server needs its own fraction for its own F0."
         )
+        out.append(
+            f"SGLang's automatic fractions ({t['default_spec_fraction']} / "
+            f"{t['default_baseline_fraction']}) are computed from the card's TOTAL memory: the "
+            f"baseline would see F0={t['default_baseline_f0_gib']} GiB [{t['default_outcome']}]"
+        )
     if p.trap and "expected_spec_share" in p.trap:
         t = p.trap
         spec_pct, exp_pct = float(t["real_spec_share"]) * 100, float(t["expected_spec_share"]) * 100
