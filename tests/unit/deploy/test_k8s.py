@@ -43,6 +43,9 @@ def read_sources() -> list[dict[str, Any]]:
     )  # fmt: skip
     scripts = yaml.safe_load((SCRIPTS / "kustomization.yaml").read_text())["configMapGenerator"][0]
     docs.append({"kind": "ConfigMap", "metadata": {"name": "sglang-plan"}, "data": plan})
+    for d in docs:  # the kustomization's replacement: the plan names the SGLang image
+        if d["kind"] == "StatefulSet":
+            d["spec"]["template"]["spec"]["containers"][0]["image"] = plan["SGLANG_IMAGE"]
     docs.append({"kind": "ConfigMap", "metadata": {"name": "sglang-launch"},
                  "data": {f: (SCRIPTS / f).read_text() for f in scripts["files"]}})  # fmt: skip
     return docs
@@ -108,10 +111,11 @@ def test_one_group_pod_per_gpu_node_with_every_gpu(docs) -> None:
         == 8
         == c["resources"]["requests"]["nvidia.com/gpu"]
     )
+    plan = find(docs, "ConfigMap", "sglang-plan")
+    assert c["image"] == plan["data"]["SGLANG_IMAGE"]  # official image, pinned by the plan
     assert c["image"].startswith("lmsysorg/sglang:v") and not c["image"].endswith(":latest")
     assert c["command"][-1] == "/opt/specswitch/launch-group.sh"  # spec first, then baseline
     assert {p["containerPort"] for p in c["ports"]} == {30001, 30002}
-    plan = find(docs, "ConfigMap", "sglang-plan")
     assert c["envFrom"][0]["configMapRef"]["name"] == plan["metadata"]["name"]
     for key in ("MODEL_PATH", "SPEC_MEM_FRACTION", "BASELINE_MEM_FRACTION", "TP_SIZE"):
         assert plan["data"][key], key
@@ -203,3 +207,20 @@ def test_router_probes_prestop_and_hardening(docs) -> None:
     admin = find(docs, "Service", "specswitch-router-admin")
     assert admin["spec"]["clusterIP"] == "None"
     assert find(docs, "PodDisruptionBudget", "specswitch-router")["spec"]["minAvailable"] >= 1
+
+
+def test_example_plan_is_a_complete_planner_env_the_launcher_accepts() -> None:
+    names = ("MODEL_PATH TP_SIZE SPEC_ALGORITHM SPEC_MEM_FRACTION BASELINE_MEM_FRACTION "
+             "SPECSWITCH_HIGH SPECSWITCH_LOW SGLANG_IMAGE").split()  # fmt: skip
+    text = (K8S / "plan.env").read_text()
+    assert text.startswith("# specswitch layout plan:")  # written by the planner, not by hand
+    keys = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line and line[0] != "#"}
+    assert set(names) <= keys
+    clean = {"PATH": "/usr/bin:/bin"}
+    for role in ("spec", "baseline"):
+        proc = subprocess.run(
+            ["bash", str(SCRIPTS / "launch-server.sh"), "--env-file", str(K8S / "plan.env"),
+             "--dry-run", role], env=clean, capture_output=True, text=True, timeout=20,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "--mem-fraction-static" in proc.stdout.split()
