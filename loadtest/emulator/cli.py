@@ -54,6 +54,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     src.add_argument("--profile-file", metavar="PATH", help="a profile TOML file")
     p.add_argument("--list-profiles", action="store_true", help="list built-in profiles and exit")
+    p.add_argument(
+        "--fit-csv",
+        metavar="CSV",
+        help="fit both pools' step times to measured points (columns pool,"
+        "concurrency,output_tok_s) on top of the chosen profile",
+    )
+    p.add_argument(
+        "--write-profile",
+        metavar="PATH",
+        help="with --fit-csv: write the fitted profile TOML to PATH and exit",
+    )
     p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
     p.add_argument("--spec-port", type=_port, default=30001, help="spec server port (0 = any)")
     p.add_argument(

@@ -11,16 +11,30 @@ import sys
 
 from specswitch.errors import UserError
 
+from .fit import fit_profile, format_fit, write_profile
 from .group import start_group
-from .profile import OVERRIDE_NAMES, ProfileError, builtin_profile_names, load_profile
+from .profile import (
+    OVERRIDE_NAMES,
+    Profile,
+    ProfileError,
+    builtin_profile_names,
+    load_profile,
+)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, float | int]:
     return {n: getattr(args, n) for n in OVERRIDE_NAMES if getattr(args, n, None) is not None}
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    profile = load_profile(args.profile_file or args.profile).with_overrides(_overrides(args))
+def _profile(args: argparse.Namespace) -> Profile:
+    profile = load_profile(args.profile_file or args.profile)
+    if args.fit_csv:
+        profile, results = fit_profile(profile, args.fit_csv)
+        print(f"emulate: fitted {args.fit_csv}:\n{format_fit(results)}", flush=True)
+    return profile.with_overrides(_overrides(args))
+
+
+async def _serve(args: argparse.Namespace, profile: Profile) -> None:
     try:
         group = await start_group(
             profile,
@@ -63,6 +77,23 @@ def run_cli(args: argparse.Namespace) -> int:
         for name in builtin_profile_names():
             print(f"{name}: {load_profile(name).description}")
         return 0
+    if args.write_profile and not args.fit_csv:
+        raise UserError("--write-profile needs --fit-csv CSV (the points to fit)")
+    try:
+        profile = _profile(args)
+        if args.write_profile:
+            write_profile(
+                profile,
+                args.write_profile,
+                header=f"{profile.description}\nWritten by specswitch emulate "
+                "--fit-csv; step times fitted, other fields from the base profile.",
+            )
+            print(f"emulate: wrote {args.write_profile}")
+            return 0
+    except ProfileError as exc:
+        raise UserError(f"{exc}; fix the profile, the CSV or the override") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {args.write_profile}: {exc.strerror or exc}") from None
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -72,11 +103,8 @@ def run_cli(args: argparse.Namespace) -> int:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux/macOS
         uvloop = None
-    try:
-        if uvloop is not None:
-            uvloop.run(_serve(args))
-        else:
-            asyncio.run(_serve(args))
-    except ProfileError as exc:
-        raise UserError(f"{exc}; fix the profile or the override") from None
+    if uvloop is not None:
+        uvloop.run(_serve(args, profile))
+    else:
+        asyncio.run(_serve(args, profile))
     return 0
