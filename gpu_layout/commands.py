@@ -218,7 +218,8 @@ def _read_plan_file(path: Path) -> dict[str, Any]:
             "context_len": data.get("context_len"),
             "kv_dtype": data.get("kv_cache_dtype", "auto"),
             "draft_accounting": data.get("draft_accounting", "scaled"),
-            "free_gib": data.get("free_gib_per_gpu"),
+            "free_gib": data.get("free_gib"),
+            "free_gib_each": tuple(data["free_gib_each"]) if data.get("free_gib_each") else None,
             "page_size": data.get("page_size", 1),
             "spec_fraction": spec.get("mem_fraction_static"),
             "baseline_fraction": base.get("mem_fraction_static"),
@@ -240,13 +241,16 @@ def _read_plan_file(path: Path) -> dict[str, Any]:
         return {
             "layout": env.get("LAYOUT", "shared"),
             "gpu": env.get("LAYOUT_GPU"),
-            "gpu_memory_gib": None,
+            "gpu_memory_gib": float(env["LAYOUT_GPU_MEM_GIB"])
+            if env.get("LAYOUT_GPU_MEM_GIB")
+            else None,
             "gpus": int(env.get("LAYOUT_GPUS") or env["TP_SIZE"]),
             "model": env.get("LAYOUT_MODEL") or env.get("SERVED_MODEL_NAME"),
             "context_len": int(env["CONTEXT_LENGTH"]),
             "kv_dtype": env.get("KV_CACHE_DTYPE", "auto"),
             "draft_accounting": env.get("LAYOUT_DRAFT_ACCOUNTING", "scaled"),
-            "free_gib": None,
+            "free_gib": _parse_free(env.get("LAYOUT_FREE_GIB") or None)[0],
+            "free_gib_each": _parse_free(env.get("LAYOUT_FREE_GIB") or None)[1],
             "page_size": 1,
             "spec_fraction": float(env["SPEC_MEM_FRACTION"]),
             "baseline_fraction": float(env["BASELINE_MEM_FRACTION"]),
@@ -265,8 +269,13 @@ def run_check(args: argparse.Namespace) -> int:
     if not args.model and not args.model_config:
         args.model = saved["model"]
     model, use_draft, draft = _model_and_draft(args)
-    gpu = _gpu(saved["gpu"], args.gpu_mem_gib or (
-        saved["gpu_memory_gib"] if saved["gpu"] not in load_gpus() else None))  # fmt: skip
+    gpu_id = str(saved["gpu"] or "").split("@")[0]
+    mem = args.gpu_mem_gib
+    if mem is None and saved["gpu_memory_gib"] is not None:
+        known = load_gpus().get(gpu_id)
+        if known is None or abs(known.memory_gib - saved["gpu_memory_gib"]) > 1e-3:
+            mem = saved["gpu_memory_gib"]
+    gpu = _gpu(gpu_id, mem)
     layout = saved["layout"] or "shared"
     fractions: dict[str, Any] = {}
     if layout == "single":
@@ -285,6 +294,7 @@ def run_check(args: argparse.Namespace) -> int:
         kv_dtype=saved["kv_dtype"],
         draft_accounting=saved["draft_accounting"],
         free_gib=saved["free_gib"],
+        free_gib_each=saved["free_gib_each"],
         spec_gpus=saved["spec_gpus"],
         page_size=int(saved["page_size"]),
         spec_requests=int(saved["spec_requests"]),

@@ -36,9 +36,11 @@ def plan_dict(p: Plan) -> dict[str, Any]:
         "fits": p.fits,
         "layout": req.layout,
         "gpu": req.gpu.id,
-        "gpu_memory_gib": _r(req.gpu.memory_gib, 3),
+        "gpu_memory_gib": req.gpu.memory_gib,
         "gpus": req.gpus,
         "free_gib_per_gpu": _r(req.free_per_gpu_gib, 3),
+        "free_gib": req.free_gib,  # as given (None: the whole card)
+        "free_gib_each": list(req.free_gib_each) if req.free_gib_each else None,
         "model": req.model.id,
         "model_path": req.model.hf_id,
         "checkpoint_gb": req.model.checkpoint_gb,
@@ -137,7 +139,11 @@ def render_env(p: Plan) -> str:
     extra: dict[str, Any] = {
         "LAYOUT": req.layout,
         "LAYOUT_GPU": req.gpu.id,
+        "LAYOUT_GPU_MEM_GIB": f"{req.gpu.memory_gib:.4f}",
         "LAYOUT_GPUS": req.gpus,
+        "LAYOUT_FREE_GIB": ",".join(f"{x:g}" for x in req.free_gib_each)
+        if req.free_gib_each
+        else (f"{req.free_gib:g}" if req.free_gib is not None else ""),
         "LAYOUT_MODEL": req.model.id,
         "LAYOUT_DRAFT_ACCOUNTING": req.draft_accounting,
         "SPEC_TP_SIZE": spec.tp,

@@ -171,3 +171,20 @@ def test_table_covers_every_catalog_model(capsys):
     assert len(rows) == 2 * len(json.loads(models))
     assert any(r.startswith("| glm-5-nvfp4 | shared |") and "REFUSED" in r for r in rows)
     assert any(r.startswith("| llama-3.3-70b-fp8 | shared |") and "fits" in r for r in rows)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--layout", "single", "--gpu", "h100", "--gpus", "1", "--format", "json"],
+        ["--layout", "disjoint", "--gpu-mem-gib", "47.5", "--gpus", "2", "--format", "json"],
+        ["--gpu-mem-gib", "47.5", "--gpus", "2", "--free-gib", "45", "--format", "env"],
+    ],
+)
+def test_check_round_trip(capsys, tmp_path: Path, argv):
+    target = tmp_path / "plan.out"
+    code, _, _ = run(capsys, "plan", "--model", "llama-3.1-8b", *argv, "-o", str(target))
+    assert code == 0
+    code, out, _ = run(capsys, "check", str(target))
+    assert code == 0, out
+    assert "CHECK OK" in out
