@@ -32,6 +32,7 @@ def compose_config(compose: list[str], *args: str, env_file: Path | None = None)
     proc = subprocess.run([*cmd, "config", "--format", "json"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "", proc.stderr  # no warning (unset variable, obsolete key...)
     return json.loads(proc.stdout)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -224,3 +225,18 @@ def test_example_plan_is_a_complete_planner_env_the_launcher_accepts() -> None:
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert "--mem-fraction-static" in proc.stdout.split()
+
+
+def test_optional_podmonitors_scrape_router_admin_and_both_servers() -> None:
+    path = K8S / "monitoring" / "podmonitors.yaml"
+    monitors = {d["metadata"]["name"]: d for d in yaml.safe_load_all(path.read_text()) if d}
+    ports = {n: [e["port"] for e in m["spec"]["podMetricsEndpoints"]] for n, m in monitors.items()}
+    assert ports == {"specswitch-router": ["admin"], "sglang-group": ["spec", "baseline"]}
+    (group_rule,) = [r for r in monitors["sglang-group"]["spec"]["podMetricsEndpoints"][0]["relabelings"]
+                     if r["targetLabel"] == "group"]  # fmt: skip
+    name = re.sub(group_rule["regex"], group_rule["replacement"].replace("$", "\\"), "10.1.2.3")
+    assert name == group_name_for("sglang-groups", "10.1.2.3")  # same label as the router's
+    if shutil.which("kubectl"):
+        proc = subprocess.run(["kubectl", "kustomize", str(K8S / "monitoring")],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
