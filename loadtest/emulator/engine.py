@@ -92,6 +92,14 @@ class Engine:
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 
+    def reset(self) -> None:
+        """Forget everything (cache, counters): a restarted server starts cold."""
+        self.abort_all()
+        self.cache = PrefixCache()
+        self.stats = EngineStats(spec=self.pool.is_spec)
+        self.own_tokens = 0
+        self.reserved = 0
+
     # ---- state seen by the HTTP layer -------------------------------------------------
     @property
     def num_running(self) -> int:

@@ -58,6 +58,7 @@ class EmulatedServer:
         self.model_name = profile.model_name
         self.started = time.time()
         self._runner: web.AppRunner | None = None
+        self._stopped = False
 
     @property
     def url(self) -> str:
@@ -73,6 +74,8 @@ class EmulatedServer:
 
         if self._runner is not None:
             return
+        if self._stopped:
+            self.engine.reset()  # a restarted server starts cold, like a new process
         runner = web.AppRunner(build_app(self), handler_cancellation=True, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True, backlog=4096)
@@ -96,6 +99,7 @@ class EmulatedServer:
             return
         self.engine.abort_all()
         self.engine.enabled = False
+        self._stopped = True
         await runner.cleanup()
         log.info("event=emulator_server_stopped pool=%s", self.pool_name)
 
