@@ -48,7 +48,12 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec-kv-tokens", type=int, help="size the spec pool in tokens instead")
     p.add_argument("--spec-requests", type=int, default=48, help="spec --max-running-requests")
     p.add_argument("--kv-dtype", default="auto", help="auto|bf16|fp8_e4m3|fp8_e5m2")
-    p.add_argument("--draft-accounting", default="scaled", choices=("scaled", "separate"))
+    p.add_argument(
+        "--draft-accounting",
+        default="separate",
+        choices=("separate", "scaled"),
+        help="separate (default; read in SGLang 0.5.x source, and safe if the other holds) or scaled",
+    )
     p.add_argument(
         "--mem-fraction-static",
         type=float,

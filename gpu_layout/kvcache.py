@@ -125,7 +125,7 @@ def kv_geometry(
     tp: int,
     kv_dtype: str,
     draft: DraftSpec | None,
-    accounting: str = "scaled",
+    accounting: str = "separate",
 ) -> KvGeometry:
     """KV cost per token for a server at `tp` (speculative when `draft` is given)."""
     if accounting not in DRAFT_ACCOUNTING:
