@@ -27,7 +27,7 @@ from .catalog import (
     model_from_hf_config,
 )
 from .memory import Overheads
-from .planner import DEFAULT_IMAGE, Plan, PlanRequest, plan
+from .planner import DEFAULT_IMAGE, PlanRequest, plan
 from .render import render_args, render_env, render_json, render_table
 
 
@@ -381,7 +381,3 @@ def run_gpus(args: argparse.Namespace) -> int:
     _print_rows(rows)
     print("custom GPU: --gpu-mem-gib N (with --gpu ID to keep that GPU's overhead figures)")
     return 0
-
-
-def describe(p: Plan) -> str:  # convenience for scripts/tests
-    return render_table(p)

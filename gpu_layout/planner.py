@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .catalog import GB, GIB, ModelSpec
+from .catalog import GB, GIB
 from .kvcache import kv_geometry
 from .memory import (
     NotEnoughMemory,
@@ -411,7 +411,3 @@ def _notes(req: PlanRequest) -> list[str]:
             "outside the fraction."
         )
     return notes
-
-
-def with_model(req: PlanRequest, model: ModelSpec) -> PlanRequest:
-    return replace(req, model=model)

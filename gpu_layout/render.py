@@ -156,6 +156,11 @@ def render_env(p: Plan) -> str:
         "# start order: spec first (wait for /health), then baseline",
         f"# spec pool holds {p.spec_pool_requests} requests of {req.context_len} tokens",
     ]
+    if req.layout == "disjoint":
+        lines.append(
+            "# disjoint: start spec with CUDA_VISIBLE_DEVICES=$SPEC_GPU_IDS --tp $SPEC_TP_SIZE and "
+            "baseline with CUDA_VISIBLE_DEVICES=$BASELINE_GPU_IDS --tp $BASELINE_TP_SIZE"
+        )
     lines += [f"{k}={v}" for k, v in values.items()]
     lines.append("# informational (not part of the fixed contract)")
     lines += [f"{k}={v}" for k, v in extra.items()]
