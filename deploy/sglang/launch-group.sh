@@ -7,6 +7,8 @@
 #
 #   launch-group.sh [--env-file FILE]
 #
+# Once both are healthy and ROUTER_ADMIN_URLS/ROUTER_ADMIN_DNS is set, it asks the routers to
+# resume this group (prestop_drain.py --resume).
 # Env as for launch-server.sh, plus SGLANG_STARTUP_TIMEOUT_S (3600: large checkpoints load
 # slowly), SGLANG_HEALTH_TIMEOUT_S (20, one /health probe), SGLANG_HEALTH_POLL_S (2).
 set -euo pipefail
@@ -76,6 +78,10 @@ baseline_pid=$!
 log "event=started role=baseline pid=$baseline_pid"
 wait_healthy baseline "$baseline_port" "$baseline_pid"
 log "event=group_ready spec_port=$spec_port baseline_port=$baseline_port"
+if [ -n "${ROUTER_ADMIN_URLS:-}${ROUTER_ADMIN_DNS:-}" ]; then
+    # undo a drain left by this pod's previous life (see prestop_drain.py --resume)
+    python3 "$here/prestop_drain.py" --resume || true
+fi
 
 rc=0
 wait -n "$spec_pid" "$baseline_pid" || rc=$?

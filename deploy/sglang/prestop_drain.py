@@ -12,6 +12,11 @@
 Kubernetes sends SIGTERM after this hook returns; terminationGracePeriodSeconds must exceed
 DRAIN_TIMEOUT_S. Standard library only: it runs inside the official SGLang image.
 Always exits 0 (a failed preStop only delays the pod), logging one line per event.
+
+``prestop_drain.py --resume`` does the opposite step 1 (POST .../resume on every replica) and
+returns: launch-group.sh runs it once both servers are healthy, so a group pod that restarts
+on the same address (liveness failure: preStop drained it, discovery may never have seen the
+address go) takes traffic again.
 """
 
 from __future__ import annotations
@@ -51,17 +56,17 @@ def router_admin_urls(env: dict[str, str]) -> list[str]:
     return [f"http://[{ip}]:{port}" if ":" in ip else f"http://{ip}:{port}" for ip in ips]
 
 
-def drain_on(url: str, group: str, token: str) -> None:
-    req = urllib.request.Request(f"{url}/admin/groups/{group}/drain", data=b"", method="POST")
+def admin_post(url: str, group: str, action: str, token: str) -> None:
+    req = urllib.request.Request(f"{url}/admin/groups/{group}/{action}", data=b"", method="POST")
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
-            log("drain_requested", router=url, group=group, status=resp.status)
-    except urllib.error.HTTPError as exc:
-        log("drain_refused", router=url, group=group, status=exc.code)
+            log(f"{action}_requested", router=url, group=group, status=resp.status)
+    except urllib.error.HTTPError as exc:  # 404: this replica has not discovered the group yet
+        log(f"{action}_refused", router=url, group=group, status=exc.code)
     except OSError as exc:
-        log("drain_unreachable", router=url, group=group, error=exc)
+        log(f"{action}_unreachable", router=url, group=group, error=exc)
 
 
 def server_requests(port: int) -> int | None:
@@ -83,15 +88,18 @@ def server_requests(port: int) -> int | None:
     return None
 
 
-def main(env: dict[str, str]) -> int:
+def main(env: dict[str, str], argv: list[str]) -> int:
     token = env.get("SPECSWITCH_ADMIN_TOKEN", "")
     group = env.get("GROUP_NAME") or group_name(
         env.get("DISCOVERY_DNS_NAME", "sglang-groups"), env.get("POD_IP", "")
     )
     urls = router_admin_urls(env)
-    log("start", group=group, routers=len(urls))
+    action = "resume" if "--resume" in argv else "drain"
+    log("start", action=action, group=group, routers=len(urls))
     for url in urls:
-        drain_on(url, group, token)
+        admin_post(url, group, action, token)
+    if action == "resume":
+        return 0
     ports = [int(env.get("SPEC_PORT", "30001")), int(env.get("BASELINE_PORT", "30002"))]
     timeout = float(env.get("DRAIN_TIMEOUT_S", "300"))
     poll = float(env.get("POLL_S", "2"))
@@ -110,4 +118,4 @@ def main(env: dict[str, str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(dict(os.environ)))
+    sys.exit(main(dict(os.environ), sys.argv[1:]))

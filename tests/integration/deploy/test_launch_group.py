@@ -7,7 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -55,8 +58,32 @@ def wait_for_line(path: Path, text: str, proc: subprocess.Popen, timeout: float 
     )
 
 
-def test_spec_then_baseline_then_sigterm_stops_both(tmp_path: Path) -> None:
-    env = group_env(tmp_path)
+@pytest.fixture
+def router_admin() -> Iterator[tuple[str, list[str]]]:
+    """A stand-in router admin listener recording the POSTs it gets."""
+    posts: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posts.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", posts
+    server.shutdown()
+    server.server_close()
+
+
+def test_spec_then_baseline_then_sigterm_stops_both(tmp_path: Path, router_admin) -> None:
+    admin_url, posts = router_admin
+    env = group_env(tmp_path, ROUTER_ADMIN_URLS=admin_url, POD_IP="10.9.8.7")
     log, stderr = tmp_path / "events.log", tmp_path / "stderr.log"
     with stderr.open("w") as err:
         proc = subprocess.Popen(["bash", str(GROUP)], env=env, stderr=err)
@@ -75,6 +102,8 @@ def test_spec_then_baseline_then_sigterm_stops_both(tmp_path: Path) -> None:
     text = log.read_text()
     assert "stop spec" in text and "stop baseline" in text
     assert "Connection refused" not in stderr.read_text()
+    # once ready, the group is resumed on the routers (undoing a previous life's preStop drain)
+    assert posts == ["/admin/groups/sglang-groups-10-9-8-7/resume"]
 
 
 def test_spec_failing_at_startup_never_starts_baseline(tmp_path: Path) -> None:

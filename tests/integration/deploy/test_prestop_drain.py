@@ -81,6 +81,16 @@ async def test_prestop_drains_all_replicas_and_waits_for_inflight(tmp_path: Path
             short = body | {"stream": False, "max_tokens": 4}
             async with session.post(f"{replicas[1].url}/v1/chat/completions", json=short) as resp:
                 assert resp.status == 503  # no new request reaches a draining pod
+
+            # the pod's next life (same address): launch-group.sh resumes the group
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, str(PRESTOP), "--resume", env=env, stderr=asyncio.subprocess.PIPE
+            )
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode == 0 and err.decode().count("event=resume_requested") == 2
+            assert not any(r.registry.groups[0].admin_drained for r in replicas)
+            async with session.post(f"{replicas[1].url}/v1/chat/completions", json=short) as resp:
+                assert resp.status == 200
     finally:
         for replica in replicas:
             await replica.close()
