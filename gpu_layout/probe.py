@@ -58,6 +58,6 @@ def summarize(readings: list[GpuReading]) -> list[str]:
     best = min(load_gpus().values(), key=lambda g: abs(g.memory_gib - total))
     lines.append(
         f"closest catalog GPU: {best.id} ({best.memory_gib:.2f} GiB); plan with "
-        f"--gpu {best.id} --gpus {len(readings)} --free-gib {min(free):.2f}"
+        f"--gpu {best.id} --gpus {len(readings)} --free-gib {','.join(f'{x:.2f}' for x in free)}"
     )
     return lines

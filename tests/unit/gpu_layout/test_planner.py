@@ -205,3 +205,16 @@ def test_unbalanced_free_memory_is_refused():
     # balanced within 10%: planned from the minimum (SGLang takes the min over ranks)
     ok = plan(replace(req, free_gib_each=(90.0, 90.0, 85.0, 90.0)))
     assert ok.fits and ok.servers[0].f0_gib == pytest.approx(85.0 - req.before_gib(4))
+
+
+def test_probe_summary_flags_unbalanced_gpus():
+    from specswitch.gpu_layout.probe import GpuReading, summarize
+
+    total = 97_887 / 1024
+    lines = summarize(
+        [GpuReading(0, "RTX PRO 6000", total, 94.0), GpuReading(1, "RTX PRO 6000", total, 60.0)]
+    )
+    text = "\n".join(lines)
+    assert "GPU 1" in text and "in use 35.59 GiB" in text
+    assert "unbalanced" in text  # 60 < 0.9 * 94
+    assert "--gpu rtx-pro-6000 --gpus 2 --free-gib 94.00,60.00" in text
