@@ -20,6 +20,7 @@ from .config import RouterConfig, parse_hostport
 from .context import CTX, RouterContext
 from .selection import Selector
 from .state import Registry
+from .upstream import UpstreamPool
 
 CLIENT_PATHS_POST = ("/v1/chat/completions", "/v1/completions", "/generate")
 CLIENT_PATHS_GET = ("/v1/models", "/get_model_info", "/model_info")
@@ -28,19 +29,9 @@ MAX_BODY = 256 * 1024 * 1024  # long agentic contexts (and images) exceed aiohtt
 
 async def _sessions(app: web.Application) -> AsyncIterator[None]:
     ctx = app[CTX]
-    proxy_cfg = ctx.config.proxy
-    ctx.session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(
-            limit=proxy_cfg.max_connections, limit_per_host=0, keepalive_timeout=75
-        ),
-        timeout=aiohttp.ClientTimeout(
-            total=None, connect=proxy_cfg.connect_timeout_s, sock_read=None
-        ),
-        # Bodies are relayed byte for byte: ask for identity encoding, keep the client's UA.
-        skip_auto_headers=("Accept-Encoding", "User-Agent"),
-        auto_decompress=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-    )
+    # The hot path's client: keep-alive connections, no connection limit (each stream holds
+    # one; aiohttp's default cap of 100 is the classic throughput trap).
+    ctx.upstream = UpstreamPool(connect_timeout_s=ctx.config.proxy.connect_timeout_s)
     ctx.control_session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=75),
         cookie_jar=aiohttp.DummyCookieJar(),
@@ -48,7 +39,7 @@ async def _sessions(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await ctx.session.close()
+        ctx.upstream.close()
         await ctx.control_session.close()
 
 

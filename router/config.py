@@ -157,7 +157,6 @@ class ScrapeConfig:
 class ProxyConfig:
     """The data plane: upstream connection pool, timeouts, retries, shutdown."""
 
-    max_connections: int = 0  # 0 = unlimited (aiohttp's default of 100 throttles streams)
     connect_timeout_s: float = 5.0
     retry_after_s: int = 5  # Retry-After on a 503 when no group can serve
     shutdown_grace_s: float = 30.0  # SIGTERM: in-flight streams get this long to finish
@@ -165,7 +164,6 @@ class ProxyConfig:
     access_log: bool = False  # one structured line per request at INFO
 
     def validate(self) -> ProxyConfig:
-        _at_least("proxy.max_connections", self.max_connections, 0)
         _positive("proxy.connect_timeout_s", self.connect_timeout_s)
         _at_least("proxy.retry_after_s", self.retry_after_s, 0)
         _at_least("proxy.shutdown_grace_s", self.shutdown_grace_s, 0)

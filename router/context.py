@@ -15,6 +15,7 @@ from .kv_selector import KvSelector
 from .metrics import RouterMetrics
 from .selection import Selector
 from .state import Registry
+from .upstream import UpstreamPool
 
 
 class RouterContext:
@@ -30,9 +31,9 @@ class RouterContext:
         self.metrics = RouterMetrics(self.registry, self.get_policy)
         self.log = logging.getLogger("specswitch.router")
         self.access_log = config.proxy.access_log
-        # Set by the client app's cleanup_ctx: the hot path's upstream session and a
-        # separate small one for health checks and scrapes.
-        self.session: aiohttp.ClientSession | None = None
+        # Set by the client app's cleanup_ctx: the hot path's upstream connection pool and
+        # an aiohttp session for the control plane (health checks, scrapes).
+        self.upstream: UpstreamPool | None = None
         self.control_session: aiohttp.ClientSession | None = None
         self.shutting_down = False
         self.started_at = time.monotonic()

@@ -9,18 +9,18 @@ SGLang sees the connection drop and aborts the request.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections import deque
 from time import monotonic, perf_counter
 from typing import Any
 
-import aiohttp
 import orjson
 from aiohttp import web
 
 from .context import CTX, RouterContext
 from .errors import error_response, sse_error
 from .selection import RequestInfo, Route, Usage
+from .upstream import BodyError, ConnectError, DisconnectedError, Response
 
 _SKIP_REQUEST_HEADERS = frozenset(
     h.lower()
@@ -50,26 +50,24 @@ async def proxy_handler(request: web.Request) -> web.StreamResponse:
             ctx.metrics.rejected.labels("bad_request").inc()
             return error_response(400, f"the request body is not valid JSON: {exc}", "bad_json")
     body_dict = parsed if isinstance(parsed, dict) else None
-    rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+    rid = request.headers.get("X-Request-Id") or os.urandom(16).hex()
     info = RequestInfo(request.path, body_dict, request.headers, rid)
     route = ctx.selector.choose(ctx.registry.groups, info)
     if route is None:
         return _unavailable(ctx, rid)
     headers = _forward_headers(request.headers, rid)
     path = request.raw_path
-    session = ctx.session
-    assert session is not None
-    upstream: aiohttp.ClientResponse | None = None
+    client = ctx.upstream
+    assert client is not None
+    upstream: Response | None = None
     for attempt in range(2):
         pool = route.pool
         pool.acquire()
         t_send = perf_counter()
         try:
-            upstream = await session.request(
-                request.method, pool.url + path, data=body or None, headers=headers
-            )
+            upstream = await client.request(request.method, pool.url, path, headers, body)
             break
-        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+        except (ConnectError, DisconnectedError) as exc:
             _release(ctx, route, info, None, "failed")
             _note_connect_failure(ctx, pool, exc)
             retry = (
@@ -96,7 +94,7 @@ async def proxy_handler(request: web.Request) -> web.StreamResponse:
         "X-Specswitch-Group": route.group.name,
         "X-Specswitch-Pool": route.pool.pool,
     }
-    ctype = upstream.headers.get("Content-Type", "application/octet-stream")
+    ctype = upstream.content_type or "application/octet-stream"
     if ctype.startswith("text/event-stream"):
         return await _relay_stream(ctx, request, route, info, upstream, out_headers, ctype, t0,
                                    pre_send)  # fmt: skip
@@ -108,7 +106,7 @@ async def _relay_stream(
     request: web.Request,
     route: Route,
     info: RequestInfo,
-    upstream: aiohttp.ClientResponse,
+    upstream: Response,
     out_headers: dict[str, str],
     ctype: str,
     t0: float,
@@ -122,13 +120,13 @@ async def _relay_stream(
     tail_max = ctx.config.proxy.usage_tail_bytes
     outcome = "cancelled"
     complete = False
-    read = upstream.content.readany
+    read = upstream.read
     try:
         await resp.prepare(request)
         failure: BaseException | None = None
         try:
             chunk = await read()
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+        except BodyError as exc:
             chunk, failure = b"", exc
         if chunk:
             t_up = perf_counter()
@@ -143,7 +141,7 @@ async def _relay_stream(
                 tail_len -= len(tail.popleft())
             try:
                 chunk = await read()
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+            except BodyError as exc:
                 failure = exc
                 break
             if chunk:
@@ -165,7 +163,7 @@ async def _relay_stream(
     except ConnectionResetError:  # our client went away while we wrote to it
         return resp
     finally:
-        upstream.close()  # no-op when fully read; aborts the upstream request otherwise
+        upstream.close()  # keep-alive reuse when complete; aborts the upstream request otherwise
         usage = _usage_from_sse(b"".join(tail)) if complete and tail else None
         _release(ctx, route, info, usage, outcome)
 
@@ -174,7 +172,7 @@ async def _relay_whole(
     ctx: RouterContext,
     route: Route,
     info: RequestInfo,
-    upstream: aiohttp.ClientResponse,
+    upstream: Response,
     out_headers: dict[str, str],
     ctype: str,
     t0: float,
@@ -184,8 +182,8 @@ async def _relay_whole(
     usage: Usage | None = None
     try:
         try:
-            data = await upstream.read()
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+            data = await upstream.read_all()
+        except BodyError as exc:
             outcome = "failed"
             return error_response(
                 502,
@@ -232,7 +230,7 @@ def _release(
 def _note_connect_failure(ctx: RouterContext, pool: Any, exc: BaseException) -> None:
     """Passive health: a refused connection marks the server unhealthy at once."""
     pool.last_error = f"{type(exc).__name__}: {exc}"[:200]
-    if isinstance(exc, aiohttp.ClientConnectorError) and pool.healthy:
+    if isinstance(exc, ConnectError) and pool.healthy:
         pool.healthy = False
         pool.oks = 0
         pool.fails = ctx.config.health.unhealthy_after
