@@ -73,6 +73,7 @@ class KvSelector(Selector):
         self._acfg = AffinityConfig()
         self._gcfg = GuardConfig()
         self._was_healthy: dict[tuple[str, str], bool] = {}
+        self._last_queue: dict[tuple[str, str], tuple[Mapping[str, Any], float, float]] = {}
 
     def _configs(self) -> tuple[AffinityConfig, GuardConfig]:
         policy = self.policy()
@@ -130,18 +131,23 @@ class KvSelector(Selector):
         acfg, gcfg = self._configs()
         active = group.pools[group.mode]
         other = group.partner(active)
+        # The sticky window is [switch, switch + drain_deadline_s]: follow-up turns arrive
+        # after the previous turn ended, often when the old pool has just emptied (idle), so
+        # stickiness keys on the switch time, not on the pool's momentary state.
+        age = time.monotonic() - group.last_switch
         if (
-            other.state == DRAINING
+            acfg.drain == "kv-aware"
+            and age < acfg.drain_deadline_s
             and other.healthy
-            and acfg.drain == "kv-aware"
             and self._conv.keys
         ):
-            started = other.drain_started
-            age = time.monotonic() - started if started is not None else 0.0
             choice = self.tracker.drain_pool(
                 group.name, self._conv, active.pool, other.pool, age, acfg
             )
             if choice.sticky:
+                if other.state != DRAINING:  # it drains again until this request ends
+                    other.state = DRAINING
+                    other.drain_started = group.last_switch
                 return Route(group, other, "kv-sticky")
         if (
             group.mode == "spec"
@@ -199,6 +205,14 @@ class KvSelector(Selector):
         # /metrics token_usage (exact, lags), else /get_load's used tokens / capacity.
         usage = _num(kv.get("reported_token_usage"), kv.get("token_usage"))
         queued = _num(metrics.get("num_queue_reqs"))
+        if queued is not None:
+            # A request waits a moment between arrival and the next scheduler step, so one
+            # sample with a queue is normal: the guard sees the smaller of the last two scrapes.
+            last = self._last_queue.get(key)
+            if last is None or last[0] is not metrics:
+                prev = last[1] if last is not None else 0.0
+                self._last_queue[key] = (metrics, queued, prev)
+            queued = min(self._last_queue[key][1], self._last_queue[key][2])
         self.tracker.set_reported(
             group, pool.pool, token_usage=usage, queued=int(queued) if queued is not None else None
         )

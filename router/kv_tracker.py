@@ -155,19 +155,23 @@ class KvTracker:
         need = 0.0
         if kv.capacity_tokens:
             need = int(conv.kv_need * self.scale.value) / kv.capacity_tokens
+        on_draining = self.cached(group, draining, conv, own=True)
+        on_active = self.cached(group, active, conv)
         choice = drain_choice(
             cfg,
-            cached_on_draining=self.cached(group, draining, conv, own=True),
-            cached_on_active=self.cached(group, active, conv),
+            cached_on_draining=on_draining,
+            cached_on_active=on_active,
             draining_usage=kv.usage(),
             draining_need_fraction=need,
             drain_age_s=drain_age_s,
         )
         if choice.sticky:
             self.counters.sticky += 1
-        elif choice.reason != "new conversation":
-            self.counters.moved += 1
-        reason = choice.reason.split(":")[0]
+        elif on_draining > on_active:
+            self.counters.moved += 1  # left its cache behind (short, full pool, deadline)
+        reason = "".join(c for c in choice.reason.split(":")[0] if not c.isdigit()).replace(
+            "  ", " "
+        )
         self.counters.reasons[reason] = self.counters.reasons.get(reason, 0) + 1
         return choice
 

@@ -10,11 +10,11 @@ from specswitch.router.kv_selector import KvSelector
 from specswitch.router.selection import RequestInfo, Usage
 from specswitch.router.state import DRAINING, GroupState
 
-SYSTEM = {"role": "system", "content": "repository context " * 1500}  # ~6.7k tokens
+SYSTEM = {"role": "system", "content": "repository context " * 500}  # ~2.4k tokens shared
 
 
 def body(conv: str, turns: int) -> dict:
-    msgs = [SYSTEM, {"role": "user", "content": f"{conv} task"}]
+    msgs = [SYSTEM, {"role": "user", "content": f"{conv} task " + "details " * 800}]  # ~1.6k own
     for i in range(1, turns):
         msgs += [
             {"role": "assistant", "content": f"r{i}"},
@@ -48,7 +48,7 @@ def serve(sel: KvSelector, groups: list[GroupState], info: RequestInfo, usage: U
 
 def finish(sel: KvSelector, route, info: RequestInfo) -> None:  # type: ignore[no-untyped-def]
     route.pool.release(time.monotonic())
-    sel.on_complete(route, info, Usage(1000, 10, 0), True)
+    sel.on_complete(route, info, Usage(None, 10, None), True)
 
 
 def test_follow_up_sticks_to_the_draining_pool_until_the_deadline() -> None:
@@ -66,10 +66,15 @@ def test_follow_up_sticks_to_the_draining_pool_until_the_deadline() -> None:
     assert (follow.pool.pool, follow.reason) == ("spec", "kv-sticky")
     new = serve(sel, [g], req("b", 1))
     assert new.pool.pool == "baseline"
-    g.spec.drain_started = time.monotonic() - 31  # the deadline passed
-    late = serve(sel, [g], req("a", 3))
-    assert late.pool.pool == "baseline"
     finish(sel, keep, req("z", 1))
+    finish(sel, follow, req("a", 2))
+    assert g.spec.state == "idle"  # emptied...
+    again = serve(sel, [g], req("a", 3))  # ...but a follow-up within the deadline still sticks
+    assert (again.pool.pool, g.spec.state) == ("spec", DRAINING)
+    finish(sel, again, req("a", 3))
+    g.last_switch -= 31  # the deadline passed
+    late = serve(sel, [g], req("a", 4))
+    assert late.pool.pool == "baseline"
 
 
 def test_immediate_drain_moves_every_follow_up() -> None:
@@ -85,7 +90,7 @@ def test_immediate_drain_moves_every_follow_up() -> None:
 def test_guard_diverts_to_baseline_when_spec_kv_would_overflow() -> None:
     sel = KvSelector(Dial())
     g = group()
-    g.spec.server = {"max_total_num_tokens": 9_000, "max_running_requests": 48}
+    g.spec.server = {"max_total_num_tokens": 4_500, "max_running_requests": 48}
     g.baseline.server = {"max_total_num_tokens": 200_000}
     verdict = sel.kv_verdict(g)
     assert verdict.spec_fits and not verdict.spec_pressure
@@ -97,9 +102,11 @@ def test_guard_diverts_to_baseline_when_spec_kv_would_overflow() -> None:
     assert not verdict.spec_fits and "would not fit" in verdict.reason
     assert (
         g.spec.kv["guard"]["block_spec"]
-        and g.spec.kv["router_estimate"]["capacity_tokens"] == 9_000
+        and g.spec.kv["router_estimate"]["capacity_tokens"] == 4_500
     )
     g.spec.server_metrics = {"num_queue_reqs": 3.0}
+    assert not sel.kv_verdict(g).spec_pressure  # one scrape with a queue: transient
+    g.spec.server_metrics = {"num_queue_reqs": 2.0}  # the next scrape still queues
     assert sel.kv_verdict(g).spec_pressure
 
 
