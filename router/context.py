@@ -23,7 +23,10 @@ class RouterContext:
 
     def __init__(self, config: RouterConfig, selector: Selector | None = None) -> None:
         self.config = config
-        self.registry = Registry(initial_mode=self._initial_mode)
+        self.registry = Registry(
+            initial_mode=self._initial_mode,
+            on_removed=lambda group: self.selector.on_group_removed(group),
+        )
         # The default selector is the KV-aware one (docs/kv-aware.md).
         self.selector = selector if selector is not None else KvSelector(self.get_policy)
         if selector is not None and getattr(selector, "policy", None) is None:

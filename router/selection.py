@@ -110,6 +110,9 @@ class Selector:
         """The KV guard's opinion for the policy tick (default: none)."""
         return NO_VERDICT
 
+    def on_group_removed(self, group: GroupState) -> None:
+        """A group left the registry (admin DELETE or DNS discovery): drop what you hold."""
+
 
 def _usable(pool: PoolState, avoid: Sequence[PoolState]) -> bool:
     return pool.healthy and pool not in avoid
