@@ -14,7 +14,7 @@ from .memory import Overheads
 LAYOUTS = ("shared", "disjoint", "single")
 HIGH_MARGIN = 0.75  # suggested SPECSWITCH_HIGH: 75% of what the spec pool can hold
 SLACK_GIB = 0.05  # rounding tolerance of the 4-decimal fraction
-DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.13.post1-cu130"
+DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.19-cu129"
 
 
 @dataclass(frozen=True)
