@@ -7,7 +7,10 @@ During a drain (after a switch the old pool is ``draining``, the new one ``activ
    conversation always goes to the active pool);
 2. moving would re-prefill more than ``sticky_min_tokens`` (tokens cached on the draining pool
    minus tokens cached on the active one);
-3. the draining pool has KV room (its usage stays under ``drain_kv_headroom``);
+3. the draining pool has room: its KV use stays under ``drain_kv_headroom``, it runs fewer
+   requests than its server's max_running_requests (more would queue), and fewer than
+   ``sticky_max_inflight`` when that cap is set (0: no cap; an operator who wants a switch
+   away from spec under load to shed spec's load at once sets it, e.g. to ``high``);
 4. the drain deadline has not passed (``drain_age_s < drain_deadline_s``).
 
 At the deadline every conversation moves, so the drain always ends: once the requests already
@@ -33,6 +36,7 @@ class AffinityConfig:
     drain_deadline_s: float = 30.0
     sticky_min_tokens: int = 1024
     drain_kv_headroom: float = 0.9
+    sticky_max_inflight: int = 0
     affinity_load_ratio: float = 1.5
     affinity_load_slack: int = 4
 
@@ -45,6 +49,8 @@ class AffinityConfig:
             raise ValueError(f"drain_deadline_s must be >= 0, got {self.drain_deadline_s}")
         if self.sticky_min_tokens < 0:
             raise ValueError(f"sticky_min_tokens must be >= 0, got {self.sticky_min_tokens}")
+        if self.sticky_max_inflight < 0:
+            raise ValueError(f"sticky_max_inflight must be >= 0, got {self.sticky_max_inflight}")
         if not 0.0 < self.drain_kv_headroom <= 1.0:
             raise ValueError(f"drain_kv_headroom must be in (0, 1], got {self.drain_kv_headroom}")
         if self.affinity_load_ratio < 1.0:
@@ -68,12 +74,16 @@ def drain_choice(
     draining_usage: float | None,
     draining_need_fraction: float,
     drain_age_s: float,
+    draining_inflight: int = 0,
+    draining_max_running: int | None = None,
 ) -> PoolChoice:
     """Where a request goes while its group drains the old pool.
 
     `cached_on_*`: estimated prompt tokens of the request each pool's prefix cache holds.
     `draining_usage`: the draining pool's KV use (0..1, None: unknown, taken as room).
     `draining_need_fraction`: the fraction of that pool this request would add.
+    `draining_inflight`: requests in flight on the draining pool now; `draining_max_running`:
+    its server's max_running_requests (None: unknown).
     """
     if cfg.drain != "kv-aware":
         return PoolChoice(False, "drain=immediate")
@@ -89,6 +99,10 @@ def drain_choice(
         and draining_usage + draining_need_fraction > cfg.drain_kv_headroom
     ):
         return PoolChoice(False, "draining pool has no KV room")
+    if draining_max_running and draining_inflight >= draining_max_running:
+        return PoolChoice(False, "draining pool at max_running_requests")
+    if cfg.sticky_max_inflight and draining_inflight >= cfg.sticky_max_inflight:
+        return PoolChoice(False, "draining pool at sticky_max_inflight")
     return PoolChoice(True, f"sticky: saves {saved} prefill tokens")
 
 

@@ -65,6 +65,7 @@ class PolicyConfig:
     # KV layer (docs/kv-aware.md): drain stickiness, cross-group affinity, the spec-pool guard.
     sticky_min_tokens: int = 1024  # stay on the draining pool when moving re-prefills more
     drain_kv_headroom: float = 0.9  # ...and the draining pool's KV use stays under this
+    sticky_max_inflight: int = 0  # ...and it has fewer in flight than this (0: no cap)
     affinity_load_ratio: float = 1.5  # a group holding the prefix wins unless its load >
     affinity_load_slack: int = 4  # ...ratio x least load + slack
     kv_guard: bool = True  # the spec-pool KV guard (veto spec / early baseline / divert)
@@ -99,6 +100,7 @@ class PolicyConfig:
         _positive("policy.drain_deadline_s", self.drain_deadline_s)
         _positive("policy.tick_s", self.tick_s)
         _at_least("policy.sticky_min_tokens", self.sticky_min_tokens, 0)
+        _at_least("policy.sticky_max_inflight", self.sticky_max_inflight, 0)
         _at_least("policy.affinity_load_ratio", self.affinity_load_ratio, 1.0)
         _at_least("policy.affinity_load_slack", self.affinity_load_slack, 0)
         _at_least("policy.spec_queue_max", self.spec_queue_max, 0)

@@ -33,6 +33,7 @@ _AFFINITY_FIELDS = (
     "drain_deadline_s",
     "sticky_min_tokens",
     "drain_kv_headroom",
+    "sticky_max_inflight",
     "affinity_load_ratio",
     "affinity_load_slack",
 )

@@ -164,6 +164,8 @@ class KvTracker:
             draining_usage=kv.usage(),
             draining_need_fraction=need,
             drain_age_s=drain_age_s,
+            draining_inflight=kv.inflight,
+            draining_max_running=kv.max_running,
         )
         if choice.sticky:
             self.counters.sticky += 1

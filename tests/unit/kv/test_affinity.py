@@ -71,3 +71,21 @@ def test_group_affinity_unless_much_more_loaded() -> None:
 def test_bad_config_is_refused(cfg: AffinityConfig) -> None:
     with pytest.raises(ValueError):
         cfg.validate()
+
+
+def test_a_busy_draining_pool_takes_no_more_sticky_requests() -> None:
+    assert choose(draining_inflight=500)[0]  # no cap by default
+    assert (
+        choose(draining_inflight=48, draining_max_running=48)[1]
+        == "draining pool at max_running_requests"
+    )
+    capped = AffinityConfig(sticky_min_tokens=1000, sticky_max_inflight=6)
+    args = dict(
+        cached_on_draining=5000,
+        cached_on_active=0,
+        draining_usage=0.2,
+        draining_need_fraction=0.01,
+        drain_age_s=1.0,
+    )
+    assert drain_choice(capped, draining_inflight=5, **args).sticky  # type: ignore[arg-type]
+    assert not drain_choice(capped, draining_inflight=6, **args).sticky  # type: ignore[arg-type]
