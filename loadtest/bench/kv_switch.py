@@ -321,9 +321,10 @@ def plot(runs: list[Run], a: Args, path: str) -> None:
             label=f"{run.drain}: baseline in flight",
         )
         base = _reprefill_at(run.samples, ts)
+        after = [x for x in run.samples if x["t"] >= ts]
         ax2.plot(
-            t,
-            [_reprefill_at(run.samples, s["t"]) - base for s in run.samples],
+            [0.0] + [x["t"] - ts for x in after],
+            [0.0] + [_reprefill_at(run.samples, x["t"]) - base for x in after],
             color=c,
             label=run.drain,
         )
@@ -333,7 +334,7 @@ def plot(runs: list[Run], a: Args, path: str) -> None:
         ax.grid(alpha=0.3)
     ax1.set_ylabel("requests in flight")
     ax1.legend(fontsize=8, ncol=2)
-    ax2.set_ylabel("re-prefilled tokens since switch\n(prompt - cached, both servers)")
+    ax2.set_ylabel("uncached prompt tokens since\nthe switch (both servers)")
     ax2.set_xlabel("seconds since the switch (shaded: measurement window)")
     ax2.legend(fontsize=8)
     title = (
