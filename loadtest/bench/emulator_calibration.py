@@ -29,7 +29,7 @@ from specswitch.loadtest.emulator.calibrate import (
 # windows long enough for several hundred steps.
 SETTINGS = {
     "seed-glm5-rtxpro6000": {"speedup": 50.0, "window_s": 40.0, "extra": {"baseline": (250,)}},
-    "paper-h100-llama31-8b": {"speedup": 5.0, "window_s": 4.0, "extra": {}},
+    "paper-h100-llama31-8b": {"speedup": 5.0, "window_s": 10.0, "extra": {}},
 }
 
 

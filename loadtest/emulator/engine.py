@@ -26,6 +26,12 @@ log = logging.getLogger("specswitch.emulator")
 
 # SGLang clips max_new_tokens to this when estimating the KV a request will need.
 CLIP_MAX_NEW_TOKENS_ESTIMATION = 4096
+# SGLang's new-token ratio: the share of a running request's remaining (clipped) output that
+# admission expects it to still need. Starts at 0.7, decays per decode step to 0.7 x 0.14,
+# and goes back to 0.7 when the pool runs out and requests have to be retracted.
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
 
 
 @dataclass(slots=True)
@@ -77,7 +83,9 @@ class Engine:
         self.running: list[Request] = []
         self.by_rid: dict[str, Request] = {}
         self.own_tokens = 0  # tokens held by live requests outside the shared cache
-        self.reserved = 0  # future decode tokens promised to admitted requests
+        self.reserved = 0  # remaining (clipped) output tokens of admitted requests
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        self.num_retracted = 0
         self.stats = EngineStats(spec=pool.is_spec)
         self.enabled = True
         self._changed = asyncio.Event()
@@ -99,6 +107,8 @@ class Engine:
         self.stats = EngineStats(spec=self.pool.is_spec)
         self.own_tokens = 0
         self.reserved = 0
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        self.num_retracted = 0
 
     # ---- state seen by the HTTP layer -------------------------------------------------
     @property
@@ -149,30 +159,59 @@ class Engine:
     # ---- scheduling --------------------------------------------------------------------
     def _admit(self) -> None:
         cap = self.capacity
+        ratio = self.new_token_ratio
         while self.waiting and self.num_running < self.max_running:
             req = self.waiting[0]
-            locked = self.cache.match_and_lock(req.input_ids)
+            ids = req.input_ids + req.out_ids if req.out_ids else req.input_ids
+            locked = self.cache.match_and_lock(ids)
             cached = len(locked) * self.cache.block_size
-            uncached = len(req.input_ids) - cached
-            reserve = min(req.params.max_new_tokens, CLIP_MAX_NEW_TOKENS_ESTIMATION)
-            reserve = max(0, min(reserve, cap - len(req.input_ids)))
-            need = uncached + reserve
-            short = self.used_tokens + self.reserved + need - cap
+            uncached = len(ids) - cached
+            reserve = min(
+                req.params.max_new_tokens - len(req.out_ids), CLIP_MAX_NEW_TOKENS_ESTIMATION
+            )
+            reserve = max(0, min(reserve, cap - len(ids)))
+            short = self.used_tokens + (self.reserved + reserve) * ratio + uncached - cap
             if short > 0:
-                short -= self.cache.evict(short)
+                short -= self.cache.evict(int(short) + 1)
             if short > 0 and self.num_running > 0:
                 self.cache.release(locked, [])  # unlock, wait for room
                 return
             self.waiting.popleft()
             req.locked = locked
-            req.cached_tokens = cached
             req.prefill_left = uncached
+            req.admitted_len = len(ids)
+            req.held = uncached
             req.reserve = reserve
             req.status = PREFILL
             self.own_tokens += uncached
             self.reserved += reserve
             self.prefilling.append(req)
-            self.stats.on_admit(req)
+            if not req.out_ids:  # first admission (not a retracted request coming back)
+                req.cached_tokens = cached
+                self.stats.on_admit(req)
+
+    def _make_room_for_decode(self) -> None:
+        """Retract running requests (fewest output tokens first) if the next decode step
+        would overflow the KV pool; they go back to the head of the queue (SGLang's
+        retract_decode) and the new-token ratio is reset."""
+        per_req = self.draft_tokens or 1
+        need = len(self.running) * per_req
+        free = self.capacity - self.used_tokens
+        if need > free:
+            free += self.cache.evict(need - free)
+        while need > free and len(self.running) > 1:
+            victim = min(self.running, key=lambda r: (len(r.out_ids), -len(r.input_ids)))
+            self.running.remove(victim)
+            freed = self._release(victim)
+            victim.status = QUEUED
+            self.waiting.appendleft(victim)
+            self.num_retracted += 1
+            self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+            need -= per_req
+            free += freed
+            log.info("event=emulator_retract server=%s rid=%s", self.name, victim.rid)
+            if need > free:
+                free += self.cache.evict(need - free)
 
     def plan_step(self) -> Step | None:
         self._admit()
@@ -189,6 +228,10 @@ class Engine:
             seconds = self.pool.step_t0_ms / 1000.0 + total / self.pool.prefill_tokens_per_s
             return Step("prefill", seconds, chunks=chunks)
         if self.running:
+            self._make_room_for_decode()
+            self.new_token_ratio = max(
+                MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY
+            )
             batch = list(self.running)
             return Step("decode", self.pool.step_seconds(len(batch)), batch=batch)
         return None
@@ -209,10 +252,12 @@ class Engine:
                 self.prefilling = [r for r in self.prefilling if r not in done_set]
                 for req in done:
                     req.status = DECODE
-                    req.first_token_wall = now
                     self.running.append(req)
+                    first = not req.out_ids
                     self._emit(req, 1, now)
-                    self.stats.on_first_token(req, now)
+                    if first:
+                        req.first_token_wall = now
+                        self.stats.on_first_token(req, now)
             self.stats.on_prefill_step(self, step.seconds)
         else:
             assert step.batch is not None
@@ -234,6 +279,19 @@ class Engine:
         if not self.has_work():
             self.stats.refresh_gauges(self)
         self._notify()
+
+    def _release(self, req: Request) -> int:
+        """Give back the KV ``req`` holds; its computed tokens go to the prefix cache.
+        Returns the tokens freed from the pool (held minus newly cached)."""
+        ids = req.input_ids + req.out_ids if req.out_ids else req.input_ids
+        if req.prefill_left > 0:  # stopped mid-prefill: only the computed part is cached
+            ids = ids[: req.admitted_len - req.prefill_left]
+        self.own_tokens -= req.held
+        self.reserved -= req.reserve
+        held, req.held, req.reserve = req.held, 0, 0
+        added = self.cache.release(req.locked, ids)
+        req.locked = []
+        return held - added
 
     # ---- token output ------------------------------------------------------------------
     def _emit(self, req: Request, n: int, now: float) -> int:
@@ -264,6 +322,7 @@ class Engine:
         req.state = state
         if added:
             self.own_tokens += added
+            req.held += added
             used = min(added, req.reserve)
             req.reserve -= used
             self.reserved -= used
@@ -286,17 +345,7 @@ class Engine:
         elif status == DECODE:
             self.running.remove(req)
         if status in (PREFILL, DECODE):
-            prefill_done = len(req.input_ids) - req.cached_tokens - req.prefill_left
-            self.own_tokens -= len(req.input_ids) - req.cached_tokens + len(req.out_ids)
-            self.reserved -= req.reserve
-            req.reserve = 0
-            ids = (
-                req.input_ids[: req.cached_tokens + prefill_done]
-                if req.prefill_left > 0
-                else (req.input_ids + req.out_ids)
-            )
-            self.cache.release(req.locked, ids)
-            req.locked = []
+            self._release(req)
         self.by_rid.pop(req.rid, None)
         self.stats.on_finish(req)
         req.event.set()

@@ -33,11 +33,13 @@ class Request:
 
     __slots__ = (
         "accepted_tokens",
+        "admitted_len",
         "cached_tokens",
         "created_wall",
         "event",
         "finish_reason",
         "first_token_wall",
+        "held",
         "input_ids",
         "last_token_wall",
         "locked",
@@ -75,6 +77,8 @@ class Request:
         self.prefill_left = 0
         self.locked: list[int] = []
         self.reserve = 0
+        self.held = 0  # KV tokens this request holds outside the shared prefix cache
+        self.admitted_len = 0
         self.spec_verify_ct = 0
         self.accepted_tokens = 0
         self.created_wall = time.perf_counter()

@@ -111,3 +111,22 @@ def test_abort_frees_everything() -> None:
     q = req("q")
     eng.submit(q)
     assert eng.abort("q") and q.finish_reason["message"] == "Abort before prefill"
+
+
+def test_pool_overflow_retracts_and_the_output_is_unchanged() -> None:
+    # both admitted on the 0.7 new-token ratio, then they outgrow the pool together
+    eng = make_engine(kv_tokens=400)
+    a, b = req("a", n_prompt=40, max_new=200), req("b", n_prompt=40, max_new=200, base=500)
+    eng.submit(a)
+    eng.submit(b)
+    eng.plan_step()
+    assert eng.num_running == 2
+    run(eng)
+    assert eng.num_retracted >= 1
+    assert a.finish_reason["type"] == b.finish_reason["type"] == "length"
+    solo = make_engine(kv_tokens=10_000)
+    ref = req("a", n_prompt=40, max_new=200)
+    solo.submit(ref)
+    run(solo)
+    assert a.out_ids == ref.out_ids
+    assert eng.own_tokens == 0 and eng.reserved == 0
