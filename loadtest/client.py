@@ -67,6 +67,7 @@ class RequestResult:
     pool: str | None = None
     group: str | None = None
     error: str | None = None
+    seq: int = -1  # issue order within a closed-loop level (1-based), -1 elsewhere
     chunk_times: array = field(default_factory=lambda: array("d"))
     chunk_chars: array = field(default_factory=lambda: array("l"))
 

@@ -149,6 +149,7 @@ async def _prepare(stack: ProcessStack, mode: str, policy: dict[str, Any]) -> No
         await set_policy(stack.admin_url, {"mode": "spec"})
         await wait_mode(stack.admin_url, "spec")
     await set_policy(stack.admin_url, {"mode": mode, **policy})
+    await wait_mode(stack.admin_url, "spec" if mode == "auto" else mode)
     await flush_cache([stack.spec_url, stack.baseline_url])
 
 

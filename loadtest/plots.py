@@ -105,7 +105,7 @@ def plot_latency(runs: dict[str, list[dict[str, Any]]], path: Path, title: str) 
                     color=COLORS.get(name),
                     label=f"{name} {q}",
                 )
-        ax.set_ylabel(label + " (simulated)")
+        ax.set_ylabel(f"{label}, simulated time")
         ax.set_xlabel("concurrency")
         if metric == "ttft_s":
             ax.set_yscale("log")

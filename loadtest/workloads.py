@@ -51,15 +51,18 @@ async def _run_conversation(
     client: StreamClient,
     conv: Conversation,
     results: list[RequestResult],
-    may_send: Callable[[], bool],
+    may_send: Callable[[], int | bool],
     on_result: OnResult | None,
 ) -> None:
     replies: list[str] = []
     for turn in range(len(conv.turns)):
-        if not may_send():
+        ticket = may_send()
+        if ticket is False:
             return
         msgs = build_messages(conv, turn, replies)
         res, text = await client.send(msgs, conv_id=conv.id, turn=turn, max_tokens=conv.max_tokens)
+        if ticket is not True:
+            res.seq = int(ticket)
         results.append(res)
         if on_result is not None:
             on_result(res)
@@ -85,14 +88,14 @@ async def closed_loop(
     completed = 0
     warm_end: float | None = None
 
-    def may_send() -> bool:
+    def may_send() -> int | bool:
         nonlocal left, last_issue
         if left <= 0:
             return False
         left -= 1
         if left == 0:
             last_issue = time.perf_counter()
-        return True
+        return requests - left  # the ticket: 1..requests in issue order
 
     def count(res: RequestResult) -> None:
         nonlocal completed, warm_end

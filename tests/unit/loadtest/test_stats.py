@@ -107,3 +107,16 @@ def test_timeline_bins_tokens_and_admin_samples(steady_run: RunRecord) -> None:
     assert rows[0]["mode"] == "spec" and rows[1]["mode"] == "baseline"
     total = sum(r["tok_s"] * 2.0 for r in rows)
     assert total == pytest.approx(100)
+
+
+def test_closed_loop_throughput_uses_the_steady_rounds(steady_run: RunRecord) -> None:
+    for i, res in enumerate(sorted(steady_run.results, key=lambda r: r.start)):
+        res.seq = i + 1
+    # a slow first round (warm-up) must not count
+    for res in steady_run.results:
+        if res.seq <= 2:
+            res.start -= 5.0
+    s = summarize(steady_run)
+    assert s["throughput_method"].startswith("steady")
+    assert s["output_tok_s"] == pytest.approx(2 * 10 / 1.001, rel=1e-3)
+    assert s["request_s"] == pytest.approx(2 / 1.001, rel=1e-3)
