@@ -102,6 +102,12 @@ def _common(p: argparse.ArgumentParser, target: bool = True) -> None:
         help="coding | agentic | mixed | PATH to JSONL or ShareGPT JSON",
     )
     p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument(
+        "--output-spread",
+        type=float,
+        default=0.5 if not target else 0.0,
+        help="per-request max tokens drawn in [(1-S) x max, max] (0 = all equal)",
+    )
     p.add_argument("--slo-ttft", default=None, help="goodput SLO on time to first token (2s)")
     p.add_argument("--slo-tpot", default=None, help="goodput SLO on time per output token (100ms)")
     p.add_argument("--out", type=Path, default=None, help="folder for JSON, CSV and PNGs")
@@ -240,9 +246,10 @@ def _client_config(args: argparse.Namespace) -> Any:
             max_tokens=args.max_tokens,
             ignore_eos=args.ignore_eos,
             timeout_s=args.timeout,
+            output_spread=args.output_spread,
         )
     except ValueError as exc:
-        raise _user_error(f"--target: {exc}") from None
+        raise _user_error(f"bad option: {exc}") from None
 
 
 def _run(coro: Any) -> Any:
@@ -430,6 +437,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _positive("--min-dwell", args.min_dwell)
     if args.max_tokens < 1:
         raise _user_error("--max-tokens must be >= 1")
+    if not 0 <= args.output_spread < 1:
+        raise _user_error("--output-spread must be in [0, 1)")
     if (args.high is None) != (args.low is None):
         raise _user_error("give both --high and --low, or neither (thresholds from the sweep)")
     if args.high is not None and not 0 <= args.low < args.high:
@@ -454,6 +463,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         api=args.api,
         max_tokens=args.max_tokens,
+        output_spread=args.output_spread,
         slo=_slo(args),
         high=args.high,
         low=args.low,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,9 @@ class ClientConfig:
     max_tokens: int = 256
     temperature: float = 0.0
     ignore_eos: bool = False  # SGLang extra (accepted by SGLang and the router)
+    # per-request max_tokens drawn in [(1 - spread) * max_tokens, max_tokens], deterministic
+    # per (conversation, turn): equal lengths make a closed loop run in lockstep convoys
+    output_spread: float = 0.0
     timeout_s: float = 600.0
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -48,6 +52,15 @@ class ClientConfig:
             raise ValueError(f"target must be an http(s) URL, not {self.target!r}")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
+        if not 0.0 <= self.output_spread < 1.0:
+            raise ValueError("output_spread must be in [0, 1)")
+
+    def max_tokens_for(self, conv_id: str, turn: int, override: int | None = None) -> int:
+        top = override or self.max_tokens
+        if self.output_spread <= 0:
+            return top
+        frac = zlib.crc32(f"{conv_id}:{turn}".encode()) / 0xFFFFFFFF
+        return max(1, round(top * (1.0 - self.output_spread * frac)))
 
 
 @dataclass(slots=True)
@@ -193,7 +206,7 @@ class StreamClient:
     ) -> tuple[RequestResult, str]:
         """Send one streaming request; returns the result and the reply text."""
         assert self._session is not None, "open() the client first"
-        body = self._body(messages, max_tokens or self.config.max_tokens)
+        body = self._body(messages, self.config.max_tokens_for(conv_id, turn, max_tokens))
         res = RequestResult(conv_id=conv_id, turn=turn, start=time.perf_counter())
         parts: list[str] = []
         try:

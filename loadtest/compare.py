@@ -51,6 +51,7 @@ class CompareConfig:
     dataset: str = "coding"
     api: str = "chat"
     max_tokens: int = 128
+    output_spread: float = 0.5
     slo: Slo = field(default_factory=Slo)
     high: int | None = None
     low: int | None = None
@@ -179,7 +180,13 @@ async def run_compare(cfg: CompareConfig) -> dict[str, Any]:
     t_start = time.time()
     async with ProcessStack(stack_cfg) as stack:
         client = await open_client(
-            ClientConfig(target=stack.url, api=cfg.api, max_tokens=cfg.max_tokens, ignore_eos=True)
+            ClientConfig(
+                target=stack.url,
+                api=cfg.api,
+                max_tokens=cfg.max_tokens,
+                ignore_eos=True,
+                output_spread=cfg.output_spread,
+            )
         )
         try:
             if cfg.schedule is None:
@@ -247,6 +254,7 @@ async def run_compare(cfg: CompareConfig) -> dict[str, Any]:
         "dataset_items": len(ds.items),
         "api": cfg.api,
         "max_tokens": cfg.max_tokens,
+        "output_spread": cfg.output_spread,
         "ignore_eos": True,
         "slo": _slo_dict(cfg.slo),
         "policy": {

@@ -66,7 +66,9 @@ async def run_demo(cfg: DemoConfig) -> int:
         )
         out.flush()
         client = await open_client(
-            ClientConfig(target=stack.url, max_tokens=cfg.max_tokens, ignore_eos=True)
+            ClientConfig(
+                target=stack.url, max_tokens=cfg.max_tokens, ignore_eos=True, output_spread=0.5
+            )
         )
         try:
             result = await trace(

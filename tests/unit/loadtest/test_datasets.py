@@ -102,3 +102,16 @@ def test_missing_file_and_unknown_name() -> None:
         datasets.load("/nonexistent/file.jsonl")
     with pytest.raises(UserError, match="unknown dataset"):
         datasets.load("codingg")
+
+
+def test_output_spread_is_deterministic_and_bounded() -> None:
+    from specswitch.loadtest.client import ClientConfig
+
+    cfg = ClientConfig(target="http://x", max_tokens=200, output_spread=0.5)
+    picks = [cfg.max_tokens_for(f"c{i}", 0) for i in range(200)]
+    assert min(picks) >= 100 and max(picks) <= 200 and len(set(picks)) > 50
+    assert picks == [cfg.max_tokens_for(f"c{i}", 0) for i in range(200)]
+    assert ClientConfig(target="http://x", max_tokens=7).max_tokens_for("a", 3) == 7
+    assert cfg.max_tokens_for("a", 0, override=10) <= 10
+    with pytest.raises(ValueError, match="output_spread"):
+        ClientConfig(target="http://x", output_spread=1.0)
