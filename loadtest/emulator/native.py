@@ -93,7 +93,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     try:
         async with server.guard(req):
             await resp.prepare(request)
-            sent = 0
+            sent = sent_chars = 0
             async for n in server.updates(req):
                 if req.finished:
                     meta = req.meta_info(draft)
@@ -105,14 +105,14 @@ async def generate(request: web.Request) -> web.StreamResponse:
                         "completion_tokens": n,
                         "cached_tokens": req.cached_tokens,
                     }
+                full = req.text() if req.finished else req.plain_text(n)
                 if incremental:
                     ids = req.out_ids[sent:n]
-                    prev = len(req.plain_text(sent))
-                    text = (req.text() if req.finished else req.plain_text(n))[prev:]
+                    text = full[sent_chars:]
                 else:
                     ids = req.out_ids[:n]
-                    text = req.text() if req.finished else req.plain_text(n)
-                sent = n
+                    text = full
+                sent, sent_chars = n, len(full)
                 payload = {"text": text, "output_ids": ids, "meta_info": meta}
                 await resp.write(b"data: " + orjson.dumps(payload) + b"\n\n")
             await resp.write(DONE)

@@ -109,13 +109,9 @@ class Request:
     def completion_tokens(self) -> int:
         return len(self.out_ids)
 
-    def text(self, start: int = 0) -> str:
-        """Output text from output index ``start`` (a matched stop string is trimmed)."""
-        text = (
-            self.plain_text(len(self.out_ids))[len(self.plain_text(start)) :]
-            if start
-            else (self.plain_text(len(self.out_ids)))
-        )
+    def text(self) -> str:
+        """The whole output text (a matched stop string is trimmed, as SGLang does)."""
+        text = self.plain_text(len(self.out_ids))
         reason = self.finish_reason
         if reason is not None and reason.get("type") == "stop":
             matched = reason.get("matched")

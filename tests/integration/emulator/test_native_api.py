@@ -229,3 +229,17 @@ async def test_openai_bad_input_shapes(group, http) -> None:
         assert r.status == 400 and err["object"] == "error" and "messages" in err["message"]
     async with http.get(group.spec_url + "/nope") as r:
         assert r.status == 404
+
+
+async def test_non_stream_client_disconnect_aborts(group) -> None:
+    engine = group.baseline.engine
+    body = {"text": "bye", "rid": "gone2", "sampling_params": {"max_new_tokens": 100000}}
+    async with aiohttp.ClientSession() as s:
+        task = asyncio.create_task(s.post(group.baseline_url + "/generate", json=body))
+        await engine.wait_until(lambda e: e.num_running == 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    async with asyncio.timeout(10):
+        await engine.wait_until(lambda e: e.num_running == 0)
+    assert engine.stats.num_aborted_requests_total == 1 and engine.own_tokens == 0
