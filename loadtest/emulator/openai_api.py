@@ -31,6 +31,9 @@ from .request import Request, SamplingParams
 from .server import SERVER, EmulatedServer
 from .tokenizer import encode
 
+# SGLang's DeltaMessage keeps its null fields (role, content, reasoning_content, tool_calls).
+EMPTY_DELTA = {"role": None, "content": None, "reasoning_content": None, "tool_calls": None}
+
 
 def chat_prompt(messages: Any) -> str:
     """A plain chat template: one "<|role|>\\ncontent\\n" block per message, then the
@@ -168,7 +171,7 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
         if chat:
             choice["message"] = {
                 "role": "assistant",
-                "content": req.text(),
+                "content": req.text() or None,
                 "reasoning_content": None,
                 "tool_calls": None,
             }
@@ -183,6 +186,8 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
             "choices": [choice],
             "usage": usage(server, req),
         }
+        if chat:
+            body["metadata"] = {"weight_version": "default"}
         return json_response(body)
 
     opts = data.get("stream_options")
@@ -202,9 +207,10 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
         + b',"choices":'
     )
     if chat:
-        open_content = b'[{"index":0,"delta":{"content":'
+        open_content = b'[{"index":0,"delta":{"role":null,"content":'
         close_content = (
-            b'},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
+            b',"reasoning_content":null,"tool_calls":null},"logprobs":null,'
+            b'"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
         )
     else:
         open_content = b'[{"index":0,"text":'
@@ -218,7 +224,8 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
             await resp.prepare(request)
             if chat:
                 await resp.write(
-                    head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
+                    head + b'[{"index":0,"delta":{"role":"assistant","content":"",'
+                    b'"reasoning_content":null,"tool_calls":null},'
                     b'"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
                 )
             sent_chars = 0
@@ -234,7 +241,7 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
                             await resp.write(
                                 head + open_content + orjson.dumps(delta) + close_content
                             )
-                        choice = {"index": 0, "delta": {}, **tail}
+                        choice = {"index": 0, "delta": EMPTY_DELTA, **tail}
                     else:
                         choice = {"index": 0, "text": delta, **tail}
                     await resp.write(head + orjson.dumps([choice]) + b',"usage":null}\n\n')
