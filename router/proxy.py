@@ -27,7 +27,7 @@ _SKIP_REQUEST_HEADERS = frozenset(
     for h in (
         "Host", "Content-Length", "Connection", "Keep-Alive", "Proxy-Authenticate",
         "Proxy-Authorization", "TE", "Trailers", "Transfer-Encoding", "Upgrade",
-        "Accept-Encoding", "X-Request-Id",
+        "Accept-Encoding", "X-Request-Id", "Expect",
     )
 )  # fmt: skip
 

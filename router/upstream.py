@@ -94,16 +94,21 @@ class Response(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._state == _HEAD:
             self._buf += data
-            end = self._buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buf) > _MAX_HEAD:
-                    self._fail(BodyError("response head larger than 64 KiB"))
-                return
-            head = bytes(self._buf[:end])
-            data = bytes(self._buf[end + 4 :])
+            while True:
+                end = self._buf.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self._buf) > _MAX_HEAD:
+                        self._fail(BodyError("response head larger than 64 KiB"))
+                    return
+                head = bytes(self._buf[:end])
+                del self._buf[: end + 4]
+                if not self._parse_head(head):
+                    return
+                if self._state != _HEAD:
+                    break
+                # an interim 1xx response (e.g. 100 Continue): the real head follows
+            data = bytes(self._buf)
             self._buf.clear()
-            if not self._parse_head(head):
-                return
             self._wake()
             if not data:
                 return
@@ -146,7 +151,10 @@ class Response(asyncio.Protocol):
         self.content_type = headers.get("content-type", "")
         conn = headers.get("connection", "").lower()
         self.keep_alive = version == b"HTTP/1.1" and "close" not in conn
-        if self.status in (204, 304) or 100 <= self.status < 200:
+        if 100 <= self.status < 200:
+            self.headers = {}
+            self.status = 0  # interim response: stay in _HEAD for the final one
+        elif self.status in (204, 304):
             self._state = _DONE
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = _CH_SIZE

@@ -132,3 +132,20 @@ async def test_stale_keepalive_connection_is_retried_transparently(raw_server) -
         await asyncio.sleep(0)  # may or may not see the close first: both paths must work
     assert served == 3
     pool.close()
+
+
+async def test_interim_100_continue_is_skipped(raw_server) -> None:
+    async def script(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 3\r\n")
+        await writer.drain()
+        writer.write(b"Content-Type: application/json\r\n\r\n[1]")
+        await writer.drain()
+        writer.close()
+
+    pool = UpstreamPool()
+    resp = await pool.request("POST", await raw_server(script), "/", {}, b"{}")
+    assert resp.status == 200 and resp.content_type == "application/json"
+    assert await resp.read_all() == b"[1]"
+    resp.close()
+    pool.close()
