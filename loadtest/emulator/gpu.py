@@ -79,6 +79,11 @@ class SharedGpu:
             now = loop.time()
             if now - deadline > MAX_LAG_S:
                 self.lag_resets += 1
+                log.warning(
+                    "event=emulator_gpu_lag behind_s=%.3f resets=%d hint=lower --speedup or load",
+                    now - deadline,
+                    self.lag_resets,
+                )
                 deadline = now
             deadline += step.seconds / speedup
             delay = deadline - now

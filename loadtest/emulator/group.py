@@ -47,6 +47,7 @@ class EmulatorGroup:
                 host=host,
                 port=ports[pool_name],
                 speedup=speedup,
+                gpu=self.gpu,
             )
 
     @property

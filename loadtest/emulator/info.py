@@ -122,6 +122,9 @@ def server_info(server: EmulatedServer) -> dict[str, Any]:
             "step_t0_ms": server.pool.step_t0_ms,
             "step_t1_ms": server.pool.step_t1_ms,
             "accept_length": server.pool.accept_length,
+            # times the shared GPU loop fell > 0.5 s behind its schedule (CPU-bound emulator)
+            "lag_resets": server.gpu.lag_resets if server.gpu is not None else 0,
+            "num_retracted_reqs": engine.num_retracted,
         },
     )
     return info

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from .engine import Engine
+from .gpu import SharedGpu
 from .httputil import BadRequest
 from .profile import PoolProfile, Profile
 from .request import Request as GenRequest
@@ -46,6 +47,7 @@ class EmulatedServer:
         host: str,
         port: int,
         speedup: float,
+        gpu: SharedGpu | None = None,
     ) -> None:
         self.pool_name = pool_name
         self.profile = profile
@@ -55,6 +57,7 @@ class EmulatedServer:
         self.host = host
         self.port = port
         self.speedup = speedup
+        self.gpu = gpu
         self.model_name = profile.model_name
         self.started = time.time()
         self._runner: web.AppRunner | None = None
