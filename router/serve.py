@@ -147,9 +147,24 @@ async def run(config: RouterConfig, profile: str, speedup: float) -> int:
     return 0
 
 
+def raise_fd_limit() -> None:
+    """Each stream holds two sockets (client + upstream): lift the soft fd limit to the hard one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.info("event=fd_limit_raised from=%d to=%d", soft, target)
+    except (ImportError, ValueError, OSError) as exc:  # pragma: no cover - platform specific
+        log.warning("event=fd_limit_unchanged error=%r", exc)
+
+
 def serve_main(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     config = build_config(args)
+    raise_fd_limit()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - non-Linux fallback
