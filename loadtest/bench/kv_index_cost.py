@@ -22,8 +22,12 @@ from specswitch.router.kv_tracker import KvTracker
 from specswitch.router.prefix_index import PrefixIndex
 
 
-def agentic_turn(rng: random.Random, conv: int, turns: int, msg_chars: int) -> dict:
-    msgs = [{"role": "system", "content": f"agent {conv % 7} " + "tool spec " * 600}]
+def agentic_turn(
+    rng: random.Random, conv: int, turns: int, msg_chars: int, system: bool = True
+) -> dict:
+    msgs = (
+        [{"role": "system", "content": f"agent {conv % 7} " + "tool spec " * 600}] if system else []
+    )
     for t in range(turns):
         msgs.append({"role": "user", "content": f"c{conv} t{t} " + "x" * msg_chars})
         if t < turns - 1:
@@ -67,6 +71,39 @@ def per_request_cost(n: int, turns_max: int, msg_chars: int) -> dict[str, float]
     }
 
 
+def selector_cost(n: int, msg_chars: int, turns: int, system: bool = True) -> dict[str, float]:
+    """The whole KV layer on the hot path: KvSelector.choose + on_complete versus the plain
+    Selector, in-process on real GroupState objects (no network)."""
+    import dataclasses
+
+    from specswitch.router.config import GroupConfig, PolicyConfig
+    from specswitch.router.kv_selector import KvSelector
+    from specswitch.router.selection import RequestInfo, Selector, Usage
+    from specswitch.router.state import GroupState
+
+    policy = dataclasses.replace(PolicyConfig())
+    rng = random.Random(3)
+    bodies = [agentic_turn(rng, rng.randrange(100), turns, msg_chars, system) for _ in range(n)]
+    out: dict[str, float] = {}
+    for name, sel in (("plain", Selector(lambda: policy)), ("kv", KvSelector(lambda: policy))):
+        groups = [GroupState(GroupConfig(f"g{i}", "http://a:1", "http://a:2")) for i in range(2)]
+        times: list[float] = []
+        for i, body in enumerate(bodies):
+            info = RequestInfo("/v1/chat/completions", body, {}, str(i))
+            t0 = time.perf_counter()
+            route = sel.choose(groups, info)
+            assert route is not None
+            sel.on_complete(route, info, Usage(1000, 10, 900), True)
+            times.append((time.perf_counter() - t0) * 1e6)
+        out[f"{name}_us_p50"] = statistics.median(times)
+        out[f"{name}_us_p99"] = statistics.quantiles(times, n=100)[98]
+    out["added_us_p50"] = out["kv_us_p50"] - out["plain_us_p50"]
+    out["prompt_chars"] = statistics.fmean(
+        sum(len(m["content"]) for m in b["messages"]) for b in bodies
+    )
+    return out
+
+
 def memory_bound(steps: int, max_entries: int) -> dict[str, float]:
     rng = random.Random(2)
     idx = PrefixIndex(capacity_tokens=None, max_entries=max_entries)
@@ -103,8 +140,15 @@ def main() -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     cost = per_request_cost(args.requests, args.turns_max, args.msg_chars)
+    small = selector_cost(args.requests, 60, 1, system=False)
+    large = selector_cost(args.requests // 4, args.msg_chars, args.turns_max)
     mem = memory_bound(args.mem_steps, args.max_entries)
-    out = {"per_request": cost, "memory": mem}
+    out = {
+        "per_request": cost,
+        "selector_small_chat": small,
+        "selector_agentic_turn": large,
+        "memory": mem,
+    }
     print(json.dumps(out, indent=2))
     if args.json:
         with open(args.json, "w") as f:

@@ -300,43 +300,54 @@ def plot(runs: list[Run], a: Args, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     colors = {"kv-aware": "tab:blue", "immediate": "tab:red"}
     for run in runs:
         ts = run.t_switch or 0.0
         t = [s["t"] - ts for s in run.samples]
         c = colors[run.drain]
-        ax1.plot(
-            t,
-            [s["spec_inflight"] for s in run.samples],
-            color=c,
-            ls="-",
-            label=f"{run.drain}: spec in flight",
-        )
-        ax1.plot(
-            t,
-            [s["baseline_inflight"] for s in run.samples],
-            color=c,
-            ls="--",
-            label=f"{run.drain}: baseline in flight",
+        ax1.plot(t, [s["spec_inflight"] for s in run.samples], color=c, ls="-",
+                 label=f"{run.drain}: spec in flight")  # fmt: skip
+        ax1.plot(t, [s["baseline_inflight"] for s in run.samples], color=c, ls="--",
+                 label=f"{run.drain}: baseline in flight")  # fmt: skip
+        follow = [r for r in run.results if r.turn > 0 and r.error is None and r.ttft is not None]
+        ax2.scatter([r.start - ts for r in follow], [1000 * r.ttft for r in follow], s=12,  # type: ignore[operator]
+                    color=c, alpha=0.7, label=run.drain)  # fmt: skip
+        by_turn = {(r.conv_id, r.turn): r for r in run.results if r.error is None}
+        points = []
+        for r in sorted(follow, key=lambda r: r.start):
+            prev = by_turn.get((r.conv_id, r.turn - 1))
+            if prev is not None and r.start >= ts:
+                points.append(
+                    (
+                        r.start - ts,
+                        max(0, prev.prompt_tokens + prev.output_tokens - (r.cached_tokens or 0)),
+                    )
+                )
+        xs, total = [0.0], [0]
+        for x, v in points:
+            xs.append(x)
+            total.append(total[-1] + v)
+        ax3.step(
+            xs, total, where="post", color=c, label=f"{run.drain}: re-prefilled (follow-up turns)"
         )
         base = _reprefill_at(run.samples, ts)
         after = [x for x in run.samples if x["t"] >= ts]
-        ax2.plot(
-            [0.0] + [x["t"] - ts for x in after],
-            [0.0] + [_reprefill_at(run.samples, x["t"]) - base for x in after],
-            color=c,
-            label=run.drain,
-        )
-    for ax in (ax1, ax2):
+        ax3.plot([0.0] + [x["t"] - ts for x in after],
+                 [0.0] + [_reprefill_at(run.samples, x["t"]) - base for x in after],
+                 color=c, ls=":", lw=1, label=f"{run.drain}: all uncached prompt tokens (servers)")  # fmt: skip
+    for ax in (ax1, ax2, ax3):
         ax.axvline(0, color="grey", lw=1)
         ax.axvspan(0, a.window_s, color="grey", alpha=0.1)
         ax.grid(alpha=0.3)
     ax1.set_ylabel("requests in flight")
-    ax1.legend(fontsize=8, ncol=2)
-    ax2.set_ylabel("uncached prompt tokens since\nthe switch (both servers)")
-    ax2.set_xlabel("seconds since the switch (shaded: measurement window)")
-    ax2.legend(fontsize=8)
+    ax1.legend(fontsize=7, ncol=2)
+    ax2.set_ylabel("follow-up turn TTFT (ms)")
+    ax2.set_yscale("log")
+    ax2.legend(fontsize=7)
+    ax3.set_ylabel("tokens since the switch")
+    ax3.set_xlabel("seconds since the switch (shaded: measurement window)")
+    ax3.legend(fontsize=7)
     title = (
         "forced switch (PATCH mode=baseline)"
         if runs[0].scenario == "forced"
