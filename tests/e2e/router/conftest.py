@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -96,6 +97,8 @@ class Result:
     words: int = 0
     completion_tokens: int | None = None
     error: str = ""
+    t_start: float = 0.0
+    t_end: float = 0.0
 
     @property
     def complete(self) -> bool:
@@ -116,7 +119,7 @@ async def chat_stream(
     **extra: Any,
 ) -> Result:
     """One streamed chat completion, checked event by event."""
-    res = Result()
+    res = Result(t_start=time.monotonic())
     body = {
         "model": "m",
         "messages": [{"role": "user", "content": prompt}],
@@ -150,6 +153,7 @@ async def chat_stream(
             res.words = len("".join(text).split())
     except aiohttp.ClientError as exc:
         res.error = f"{type(exc).__name__}: {exc}"
+    res.t_end = time.monotonic()
     return res
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import openai
 from specswitch.loadtest.emulator import start_group
 
-from .conftest import SPEEDUP, Driver, admin_get, chat_stream, wait_state
+from .conftest import SPEEDUP, Driver, admin_get, wait_state
 
 
 def _pool(state: dict, pool: str) -> dict:
@@ -18,19 +19,28 @@ def _pool(state: dict, pool: str) -> dict:
 async def test_failover_to_baseline_and_back(emu, make_router) -> None:
     router = await make_router(emu)
     async with aiohttp.ClientSession() as s:
-        first = await chat_stream(s, router.url)
-        assert first.complete and first.pool == "spec"
-        await emu.stop_server("spec")
+        drv = Driver(s, router.url, max_tokens=24)
+        drv.set(3)
+        await wait_state(s, router, lambda st: len(drv.results) >= 6, what="running on spec")
+        assert {r.pool for r in drv.results} == {"spec"}
+        await emu.stop_server("spec")  # mid-run
         st = await wait_state(s, router, lambda st: not _pool(st, "spec")["healthy"], what="down")
+        t_down = time.monotonic()
         assert _pool(st, "baseline")["healthy"] and st["groups"][0]["mode"] == "spec"
-        during = [await chat_stream(s, router.url) for _ in range(3)]
-        assert all(r.complete and r.pool == "baseline" for r in during), during
         async with s.get(router.url + "/health") as r:
             assert r.status == 200
+        n = len(drv.results)
+        await wait_state(s, router, lambda st: len(drv.results) >= n + 9, what="on baseline")
+        after_down = [r for r in drv.results if r.t_start > t_down]
+        assert after_down and all(r.complete and r.pool == "baseline" for r in after_down)
         await emu.start_server("spec")
         await wait_state(s, router, lambda st: _pool(st, "spec")["healthy"], what="spec back")
-        after = await chat_stream(s, router.url)
-        assert after.complete and after.pool == "spec"
+        t_up = time.monotonic()
+        n = len(drv.results)
+        await wait_state(s, router, lambda st: len(drv.results) >= n + 6, what="spec again")
+        await drv.stop()
+        back = [r for r in drv.results if r.t_start > t_up]
+        assert back and all(r.complete and r.pool == "spec" for r in back)
 
 
 async def test_client_disconnect_frees_the_upstream_slot(emu, make_router) -> None:

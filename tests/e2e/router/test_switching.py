@@ -69,6 +69,9 @@ async def test_ramp_1_64_1_switches_and_drains_without_failures(emu, make_router
     assert aborted == [0.0, 0.0]
     assert {r.pool for r in results[-3:]} == {"spec"}
     assert any(r.pool == "baseline" for r in results)
+    # Requests that were on spec when the group switched finished there, complete.
+    crossed = [r for r in results if r.pool == "spec" and r.t_start < t_baseline < r.t_end]
+    assert crossed and all(r.complete for r in crossed)
 
 
 async def test_hysteresis_band_and_oscillation_do_not_flap(emu, make_router) -> None:
