@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 import orjson
-from specswitch.router import GroupConfig, Selector
+from specswitch.router import GroupConfig, PolicyConfig, Selector
 
 from .conftest import Upstream, wait_for
 
@@ -159,3 +159,23 @@ async def test_add_and_remove_group_live(upstreams, make_router) -> None:
         async with s.delete(router.admin_url + "/admin/groups/g9") as r:
             assert r.status == 200
         assert router.registry.names() == []
+
+
+async def test_hundreds_of_concurrent_streams_are_not_capped(upstreams, make_router) -> None:
+    """No connection cap on the way upstream (aiohttp's default 100 is the classic trap)."""
+    spec, base = upstreams
+    router = await make_router(_g(spec, base), policy=PolicyConfig(mode="spec"))
+    spec.release.clear()  # hold every request upstream until all of them are there
+    n = 300
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+
+        async def one() -> str:
+            async with s.post(router.url + "/v1/chat/completions", json={"stream": True}) as r:
+                return (await r.read()).decode()
+
+        tasks = [asyncio.ensure_future(one()) for _ in range(n)]
+        await wait_for(lambda: spec.active == n, 30, f"{n} requests upstream at once")
+        assert router.registry.groups[0].spec.inflight == n
+        spec.release.set()
+        bodies = await asyncio.gather(*tasks)
+    assert all(b.endswith("data: [DONE]\n\n") for b in bodies)
