@@ -84,6 +84,14 @@ async def proxy_handler(request: web.Request) -> web.StreamResponse:
                 )
             ctx.metrics.retries.labels(route.group.name, pool.pool).inc()
             route = retry
+        except BodyError as exc:  # a malformed response head: not retried (it may have run)
+            _release(ctx, route, info, None, "failed")
+            return error_response(
+                502,
+                f"upstream {route.group.name}/{pool.pool} sent a bad response: {exc}",
+                "upstream_bad_response",
+                headers={"X-Request-Id": rid},
+            )
         except BaseException:
             _release(ctx, route, info, None, "cancelled")
             raise
