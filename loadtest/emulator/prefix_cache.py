@@ -41,7 +41,11 @@ class PrefixCache:
         """Lock the longest cached prefix of ``ids`` (at least one token left uncached)."""
         refs = self._refs
         matched: list[int] = []
-        for key in block_keys(ids, len(ids) - 1, self.block_size):
+        size = self.block_size
+        prev = 0
+        for start in range(0, len(ids) - size, size):  # keys computed lazily: stop at a miss
+            key = hash((prev, *ids[start : start + size]))
+            prev = key
             count = refs.get(key)
             if count is None:
                 break
