@@ -42,6 +42,19 @@ def dial_changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
+def _kv_text(kv: dict[str, Any]) -> str:
+    """used/capacity tokens and usage, plus the KV guard's reason when it has one."""
+    used, cap = kv.get("used_tokens"), kv.get("max_total_num_tokens")
+    text = f"{used}/{cap} tok" if used is not None and cap else "-"
+    usage = kv.get("reported_token_usage", kv.get("token_usage"))
+    if isinstance(usage, int | float):
+        text += f" ({usage:.0%})"
+    guard = kv.get("guard")
+    if isinstance(guard, dict) and guard.get("reason"):
+        text += f" guard={guard['reason']}"
+    return text
+
+
 def format_state(state: dict[str, Any]) -> str:
     p = state.get("policy", {})
     lines = [
@@ -57,8 +70,7 @@ def format_state(state: dict[str, Any]) -> str:
             f"{'yes' if g.get('admin_drained') else 'no':<8} "
         )
         for i, (pname, pool) in enumerate(g.get("pools", {}).items()):
-            kv = pool.get("kv") or {}
-            kv_text = " ".join(f"{k}={v}" for k, v in kv.items()) or "-"
+            kv_text = _kv_text(pool.get("kv") or {})
             prefix = head if i == 0 else " " * len(head)
             lines.append(
                 f"{prefix}{pname:<9} {pool['state']:<9} "
