@@ -72,10 +72,12 @@ class PoolState:
             return now - started if started is not None else 0.0
         return None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, now: float) -> dict[str, Any]:
+        started = self.drain_started
         return {
             "url": self.url,
             "state": self.state,
+            "drain_age_s": round(now - started, 3) if started is not None else None,
             "healthy": self.healthy,
             "inflight": self.inflight,
             "last_error": self.last_error or None,
@@ -157,7 +159,7 @@ class GroupState:
             "can_serve": self.can_serve(),
             "switches": dict(self.switches),
             "last_switch_age_s": round(age, 3) if math.isfinite(age) else None,
-            "pools": {name: pool.snapshot() for name, pool in self.pools.items()},
+            "pools": {name: pool.snapshot(now) for name, pool in self.pools.items()},
         }
 
 
