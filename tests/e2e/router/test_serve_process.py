@@ -56,6 +56,17 @@ async def test_embedded_default_and_sigterm_lets_streams_finish() -> None:
                 assert r.status == 200
             await wait_state_url(s, admin_url, lambda st: st["groups"][0]["inflight"] == 1)
             proc.send_signal(signal.SIGTERM)
+            # New connections are refused while the in-flight stream goes on.
+            for _ in range(500):
+                try:
+                    async with aiohttp.ClientSession() as fresh:
+                        async with fresh.get(url + "/health") as r:
+                            await r.read()
+                except aiohttp.ClientConnectorError:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the listener still accepts after SIGTERM")
             assert not long_task.done()
             result = await asyncio.wait_for(long_task, 60)
             assert result.complete, result
