@@ -22,7 +22,11 @@ class BadRequest(Exception):
     def __init__(self, message: str, kind: str = "value") -> None:
         super().__init__(message)
         self.message = message
-        self.kind = kind  # "validation" (request shape) | "value" (semantic)
+        # "validation": the request's shape (FastAPI would refuse it before any handler);
+        # "value": checked by the route before generation starts;
+        # "engine": raised by SGLang's tokenizer manager once generation is under way, so a
+        # streaming request gets it as an SSE error event after a 200, not as a 400.
+        self.kind = kind
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:
@@ -45,6 +49,13 @@ def validation_error(message: str) -> web.Response:
 def native_error(message: str, status: int = 400) -> web.Response:
     """SGLang's /generate error for a ValueError: {"error": {"message": ...}}."""
     return json_response({"error": {"message": message}}, status)
+
+
+def sse_error_response(payload: dict[str, Any]) -> web.Response:
+    """A streaming request that failed in the engine: 200, one `data: {"error": ...}` event,
+    then `data: [DONE]` (what SGLang's stream generator yields on a ValueError)."""
+    body = b"data: " + orjson.dumps({"error": payload}) + b"\n\n" + DONE
+    return web.Response(body=body, headers=SSE_HEADERS)
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:

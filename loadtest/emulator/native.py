@@ -16,6 +16,7 @@ from .httputil import (
     opt_float,
     opt_int,
     read_json,
+    sse_error_response,
     stop_list,
     validation_error,
 )
@@ -32,7 +33,7 @@ def parse_sampling_params(sp: Any, default_max: int | None) -> SamplingParams:
     max_new = opt_int(sp, "max_new_tokens", default_max)
     temperature = opt_float(sp, "temperature", 1.0)
     if temperature < 0:
-        raise BadRequest(f"temperature must be non-negative, got {temperature}.", "value")
+        raise BadRequest(f"temperature must be non-negative, got {temperature}.", "engine")
     seed = opt_int(sp, "seed") if sp.get("seed") is not None else sp.get("sampling_seed")
     stop_ids = sp.get("stop_token_ids") or []
     if not isinstance(stop_ids, list) or not all(isinstance(t, int) for t in stop_ids):
@@ -51,9 +52,9 @@ def input_ids_of(data: dict[str, Any]) -> list[int]:
     text = data.get("text")
     ids = data.get("input_ids")
     if text is not None and ids is not None:
-        raise BadRequest("Either text or input_ids should be provided, not both.", "value")
+        raise BadRequest("Either text or input_ids should be provided, not both.", "engine")
     if text is None and ids is None:
-        raise BadRequest("Either text, input_ids or input_embeds should be provided.", "value")
+        raise BadRequest("Either text, input_ids or input_embeds should be provided.", "engine")
     if text is not None:
         if not isinstance(text, str):
             raise BadRequest("text must be a string (batched requests are not emulated)", "value")
@@ -67,6 +68,7 @@ def input_ids_of(data: dict[str, Any]) -> list[int]:
 
 async def generate(request: web.Request) -> web.StreamResponse:
     server: EmulatedServer = request.app[SERVER]
+    data: dict[str, Any] = {}
     try:
         data = await read_json(request)
         input_ids = input_ids_of(data)
@@ -78,6 +80,10 @@ async def generate(request: web.Request) -> web.StreamResponse:
     except BadRequest as exc:
         if exc.kind == "validation":
             return validation_error(exc.message)
+        if exc.kind == "engine" and data.get("stream"):
+            return sse_error_response(
+                {"message": exc.message, "type": "invalid_request_error", "code": 400}
+            )
         return native_error(exc.message)
 
     draft = server.engine.draft_tokens

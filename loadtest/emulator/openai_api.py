@@ -24,6 +24,7 @@ from .httputil import (
     opt_float,
     opt_int,
     read_json,
+    sse_error_response,
     stop_list,
     validation_error,
 )
@@ -66,7 +67,7 @@ def sampling_from_openai(data: dict[str, Any], n_prompt: int, context: int) -> S
     if max_tokens is None:
         max_tokens = max(0, context - n_prompt - 1)
     if max_tokens < 0:
-        raise BadRequest(f"max_tokens must be at least 0, got {max_tokens}.", "value")
+        raise BadRequest(f"max_tokens must be at least 0, got {max_tokens}.", "engine")
     n = opt_int(data, "n", 1)
     if n != 1:
         raise BadRequest("n > 1 is not supported by the emulator; send n=1", "value")
@@ -75,7 +76,7 @@ def sampling_from_openai(data: dict[str, Any], n_prompt: int, context: int) -> S
         raise BadRequest("stop_token_ids must be a list of integers", "validation")
     temperature = opt_float(data, "temperature", 1.0)
     if temperature < 0:
-        raise BadRequest(f"temperature must be non-negative, got {temperature}.", "value")
+        raise BadRequest(f"temperature must be non-negative, got {temperature}.", "engine")
     return SamplingParams(
         max_new_tokens=max_tokens,
         temperature=temperature,
@@ -112,6 +113,7 @@ def usage(server: EmulatedServer, req: Request) -> dict[str, Any]:
 
 async def _start(request: web.Request, chat: bool) -> tuple[dict[str, Any], Request] | web.Response:
     server: EmulatedServer = request.app[SERVER]
+    data: dict[str, Any] = {}
     try:
         data = await read_json(request)
         if chat:
@@ -143,6 +145,16 @@ async def _start(request: web.Request, chat: bool) -> tuple[dict[str, Any], Requ
     except BadRequest as exc:
         if exc.kind == "validation":
             return validation_error(exc.message)
+        if exc.kind == "engine" and data.get("stream"):
+            return sse_error_response(
+                {
+                    "object": "error",
+                    "message": exc.message,
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                }
+            )
         return openai_error(exc.message)
     return data, req
 

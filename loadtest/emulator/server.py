@@ -112,20 +112,20 @@ class EmulatedServer:
     ) -> GenRequest:
         """Validate like SGLang's tokenizer manager, then queue the request."""
         if not self.engine.enabled:
-            raise BadRequest("The server is shutting down", "value")
+            raise BadRequest("The server is shutting down", "engine")
         n = len(input_ids)
         if n == 0:
-            raise BadRequest("The input is empty; send text or input_ids", "value")
+            raise BadRequest("The input is empty; send text or input_ids", "engine")
         limit = self.engine.max_req_input_len
         if n >= limit:
             raise BadRequest(
                 f"The input ({n} tokens) is longer than the model's context length "
                 f"({limit} tokens).",
-                "value",
+                "engine",
             )
         if params.max_new_tokens < 0:
             raise BadRequest(
-                f"max_new_tokens must be at least 0, got {params.max_new_tokens}.", "value"
+                f"max_new_tokens must be at least 0, got {params.max_new_tokens}.", "engine"
             )
         if n + params.max_new_tokens > self.profile.context_length:
             raise BadRequest(
@@ -134,13 +134,13 @@ class EmulatedServer:
                 f"{n + params.max_new_tokens} tokens: {n} tokens from the input messages and "
                 f"{params.max_new_tokens} tokens for the completion. Please reduce the number "
                 f"of tokens in the input messages or the completion to fit within the limit.",
-                "value",
+                "engine",
             )
         req = GenRequest(rid or uuid.uuid4().hex, input_ids, params)
         try:
             self.engine.submit(req)
         except ValueError as exc:
-            raise BadRequest(str(exc), "value") from None
+            raise BadRequest(str(exc), "engine") from None
         return req
 
     def abort(self, req: GenRequest) -> None:

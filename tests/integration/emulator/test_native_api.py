@@ -243,3 +243,26 @@ async def test_non_stream_client_disconnect_aborts(group) -> None:
     async with asyncio.timeout(10):
         await engine.wait_until(lambda e: e.num_running == 0)
     assert engine.stats.num_aborted_requests_total == 1 and engine.own_tokens == 0
+
+
+async def test_streaming_request_failing_in_the_engine_gets_an_sse_error(group, http, sse) -> None:
+    # SGLang validates the prompt inside the stream generator: 200, an error event, [DONE]
+    too_long = {"text": "word " * 200_000, "stream": True}
+    async with http.post(group.baseline_url + "/generate", json=too_long) as r:
+        assert r.status == 200
+        events = await sse(r)
+    assert events[-1] == "[DONE]" and "context length" in events[0]["error"]["message"]
+    chat = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": -1,
+        "stream": True,
+    }
+    async with http.post(group.spec_url + "/v1/chat/completions", json=chat) as r:
+        assert r.status == 200
+        events = await sse(r)
+    assert events[0]["error"]["code"] == 400 and events[-1] == "[DONE]"
+    # checks made before generation still answer 400 when streaming
+    empty = {"model": "m", "messages": [], "stream": True}
+    async with http.post(group.spec_url + "/v1/chat/completions", json=empty) as r:
+        assert r.status == 400
