@@ -26,6 +26,10 @@ OVERRIDE_NAMES = (
 )
 
 
+SPEC_DEFAULT_MAX_RUNNING = 48  # SGLang's cap for speculative servers without the flag
+BASELINE_DEFAULT_MAX_RUNNING = 1024
+
+
 class ProfileError(ValueError):
     """A profile file or override is invalid; the message names the field."""
 
@@ -169,9 +173,18 @@ def _pool_from_table(table: Any, where: str) -> PoolProfile:
     unknown = set(table) - _POOL_FIELDS
     if unknown:
         raise ProfileError(f"[{where}]: unknown keys {sorted(unknown)}")
-    missing = {"step_t0_ms", "step_t1_ms", "max_running_requests", "kv_tokens"} - set(table)
+    missing = {"step_t0_ms", "step_t1_ms", "kv_tokens"} - set(table)
     if missing:
         raise ProfileError(f"[{where}]: missing keys {sorted(missing)}")
+    if "max_running_requests" not in table:
+        # SGLang caps a speculative server at 48 running requests unless set
+        spec = table.get("speculative_algorithm") is not None
+        table = {
+            **table,
+            "max_running_requests": SPEC_DEFAULT_MAX_RUNNING
+            if spec
+            else BASELINE_DEFAULT_MAX_RUNNING,
+        }
     try:
         return PoolProfile(**table)
     except TypeError as exc:

@@ -56,3 +56,16 @@ def test_bad_profile_file_names_the_problem(tmp_path) -> None:
         load_profile(str(tmp_path / "nope.toml"))
     with pytest.raises(ProfileError, match="unknown profile"):
         load_profile("nope")
+
+
+def test_max_running_requests_defaults_to_sglang_caps(tmp_path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'name = "mine"\n'
+        "[spec]\nstep_t0_ms = 10\nstep_t1_ms = 1\nkv_tokens = 10000\naccept_length = 2.0\n"
+        'speculative_algorithm = "EAGLE3"\nspeculative_num_draft_tokens = 4\n'
+        "[baseline]\nstep_t0_ms = 10\nstep_t1_ms = 0.5\nkv_tokens = 20000\n"
+    )
+    prof = load_profile(str(path))
+    assert prof.spec.max_running_requests == 48
+    assert prof.baseline.max_running_requests == 1024
