@@ -253,14 +253,29 @@ def _client_config(args: argparse.Namespace) -> Any:
 
 
 def _run(coro: Any) -> Any:
+    """Run a handler's coroutine on uvloop; SIGTERM and SIGINT cancel it, so child
+    processes and open streams are closed on the way out (no orphans)."""
     import asyncio
+    import signal
+
+    async def guarded() -> Any:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        return await coro
 
     try:
         import uvloop
 
-        return uvloop.run(coro)
+        runner: Any = uvloop.run
     except ImportError:
-        return asyncio.run(coro)
+        runner = asyncio.run
+    try:
+        return runner(guarded())
+    except asyncio.CancelledError:
+        raise _user_error("interrupted; child processes were stopped") from None
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
