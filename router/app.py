@@ -22,8 +22,6 @@ from .selection import Selector
 from .state import Registry
 from .upstream import UpstreamPool
 
-CLIENT_PATHS_POST = ("/v1/chat/completions", "/v1/completions", "/generate")
-CLIENT_PATHS_GET = ("/v1/models", "/get_model_info", "/model_info")
 MAX_BODY = 256 * 1024 * 1024  # long agentic contexts (and images) exceed aiohttp's 1 MiB default
 
 
@@ -79,11 +77,12 @@ async def _run_discovery(ctx: RouterContext) -> None:
 def build_client_app(ctx: RouterContext) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[CTX] = ctx
-    for path in CLIENT_PATHS_POST:
+    for path in proxy.CLIENT_PATHS_POST:
         app.router.add_post(path, proxy.proxy_handler)
-    for path in CLIENT_PATHS_GET:
+    for path in proxy.CLIENT_PATHS_GET:
         app.router.add_get(path, proxy.proxy_handler)
     app.router.add_get("/health", proxy.health_handler)
+    app.router.add_route("*", "/{tail:.*}", proxy.not_found_handler)  # last: only the rest
     app.cleanup_ctx.append(_sessions)
     app.cleanup_ctx.append(_background)
     return app

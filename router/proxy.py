@@ -22,6 +22,8 @@ from .errors import error_response, sse_error
 from .selection import RequestInfo, Route, Usage
 from .upstream import BodyError, ConnectError, DisconnectedError, Response
 
+CLIENT_PATHS_POST = ("/v1/chat/completions", "/v1/completions", "/generate")
+CLIENT_PATHS_GET = ("/v1/models", "/get_model_info", "/model_info")
 _SKIP_REQUEST_HEADERS = frozenset(
     h.lower()
     for h in (
@@ -39,6 +41,23 @@ def _forward_headers(headers: Any, rid: str) -> dict[str, str]:
 
 
 async def proxy_handler(request: web.Request) -> web.StreamResponse:
+    try:
+        return await _proxy(request)
+    except Exception as exc:  # a bug must not leak a traceback to the client
+        if isinstance(exc, web.HTTPException):
+            raise
+        request.app[CTX].log.exception("event=proxy_error path=%s", request.path)
+        return error_response(500, f"router error: {type(exc).__name__}", "router_error")
+
+
+async def not_found_handler(request: web.Request) -> web.Response:
+    """Anything the client listener does not serve, as an OpenAI-style error."""
+    if request.path in CLIENT_PATHS_POST or request.path in CLIENT_PATHS_GET:
+        return error_response(405, f"{request.method} is not allowed on {request.path}")
+    return error_response(404, f"no route {request.method} {request.path} on this router")
+
+
+async def _proxy(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     t0 = perf_counter()
     body = await request.read()

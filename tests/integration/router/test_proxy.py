@@ -179,3 +179,13 @@ async def test_hundreds_of_concurrent_streams_are_not_capped(upstreams, make_rou
         spec.release.set()
         bodies = await asyncio.gather(*tasks)
     assert all(b.endswith("data: [DONE]\n\n") for b in bodies)
+
+
+async def test_unknown_route_and_wrong_method_are_openai_errors(upstreams, make_router) -> None:
+    spec, base = upstreams
+    router = await make_router(_g(spec, base))
+    async with aiohttp.ClientSession() as s:
+        async with s.get(router.url + "/v1/chat/completions") as r:
+            assert r.status == 405 and "error" in await r.json()
+        async with s.post(router.url + "/nope") as r:
+            assert r.status == 404 and (await r.json())["error"]["type"] == "not_found_error"
