@@ -122,6 +122,9 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
         "X-Specswitch-Pool": route.pool.pool,
     }
     ctype = upstream.content_type or "application/octet-stream"
+    encoding = upstream.headers.get("content-encoding")
+    if encoding:  # bodies are relayed as they are: keep their encoding visible
+        out_headers["Content-Encoding"] = encoding
     if ctype.startswith("text/event-stream"):
         return await _relay_stream(ctx, request, route, info, upstream, out_headers, ctype, t0,
                                    pre_send)  # fmt: skip
