@@ -90,11 +90,22 @@ async def closed_loop(
             server.engine.abort_all()
 
 
-async def measure_window(group: EmulatorGroup, pool: str, window_s: float) -> float:
-    """Output tok/s of ``pool`` over the next ``window_s`` simulated seconds."""
+async def measure_window(
+    group: EmulatorGroup, pool: str, window_s: float, clock: str = "wall"
+) -> float:
+    """Output tok/s of ``pool`` over the next ``window_s`` simulated seconds.
+
+    ``clock="wall"``: simulated time = wall time x speedup (what a client sees; a loaded host
+    shows up as lost throughput). ``clock="gpu"``: the shared GPU's own simulated clock (steps
+    applied + idle), which pauses when the host stalls: robust figures for tests.
+    """
     stats = group.servers[pool].engine.stats
+    gpu = group.gpu
     tokens0 = stats.generation_tokens_total
-    t0 = time.perf_counter()
+    t0, s0 = time.perf_counter(), gpu.sim_now()
+    if clock == "gpu":
+        await gpu.wait_sim(window_s)
+        return (stats.generation_tokens_total - tokens0) / (gpu.sim_now() - s0)
     await asyncio.sleep(window_s / group.speedup)
     tokens1 = stats.generation_tokens_total
     return (tokens1 - tokens0) / ((time.perf_counter() - t0) * group.speedup)
@@ -108,6 +119,7 @@ async def measure_point(
     window_s: float,
     max_new_tokens: int = 1024,
     warmup_s: float | None = None,
+    clock: str = "wall",
 ) -> Point:
     """Closed-loop output tok/s (simulated time) of ``pool`` at ``concurrency`` clients."""
     server = group.servers[pool]
@@ -117,7 +129,7 @@ async def measure_point(
         target = min(concurrency, server.engine.max_running)
         warm = warmup_s if warmup_s is not None else 3 * server.pool.step_seconds(target)
         await asyncio.sleep(warm / group.speedup)
-        tok_s = await measure_window(group, pool, window_s)
+        tok_s = await measure_window(group, pool, window_s, clock)
     wall = time.perf_counter() - t0
     return Point(pool, concurrency, tok_s, server.pool.throughput(concurrency), wall)
 
@@ -148,6 +160,7 @@ async def sweep(
     window_s: float,
     max_new_tokens: int = 1024,
     progress: bool = False,
+    clock: str = "wall",
 ) -> list[Point]:
     prof = load_profile(profile)
     points: list[Point] = []
@@ -156,7 +169,7 @@ async def sweep(
         for pool in pools:
             for c in concurrencies:
                 p = await measure_point(
-                    group, pool, c, window_s=window_s, max_new_tokens=max_new_tokens
+                    group, pool, c, window_s=window_s, max_new_tokens=max_new_tokens, clock=clock
                 )
                 points.append(p)
                 if progress:

@@ -33,6 +33,29 @@ class SharedGpu:
         self._next = 0
         self.steps = 0
         self.lag_resets = 0
+        # simulated clock: seconds of applied steps plus idle time (wall x speedup)
+        self._sim_elapsed = 0.0
+        self._idle_since: float | None = None
+        self._stepped = asyncio.Event()
+
+    def sim_now(self) -> float:
+        """Simulated seconds so far, as the GPU lived them: applied steps plus idle time.
+
+        A stalled host pauses this clock together with the steps, so throughput measured
+        against it does not depend on how loaded the machine is.
+        """
+        if self._idle_since is None:
+            return self._sim_elapsed
+        loop = asyncio.get_running_loop()
+        return self._sim_elapsed + (loop.time() - self._idle_since) * self.speedup
+
+    async def wait_sim(self, seconds: float) -> None:
+        """Wait until the simulated clock has advanced by ``seconds``."""
+        target = self.sim_now() + seconds
+        while (left := target - self.sim_now()) > 0:
+            event = self._stepped
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), max(left / self.speedup, 0.001))
 
     def add(self, engine: Engine) -> None:
         self.engines.append(engine)
@@ -71,8 +94,11 @@ class SharedGpu:
             if step is None:
                 if eng is None:
                     self._wake.clear()
+                    self._idle_since = loop.time()
                     await self._wake.wait()
                     deadline = loop.time()
+                    self._sim_elapsed += (deadline - self._idle_since) * speedup
+                    self._idle_since = None
                 else:
                     await asyncio.sleep(0)
                 continue
@@ -91,8 +117,11 @@ class SharedGpu:
                 await asyncio.sleep(delay)
             else:
                 await asyncio.sleep(0)
+            self._sim_elapsed += step.seconds
             try:
                 eng.apply_step(step)
             except Exception:  # never let one bad step kill the GPU loop
                 log.exception("event=emulator_step_failed server=%s", eng.name)
             self.steps += 1
+            stepped, self._stepped = self._stepped, asyncio.Event()
+            stepped.set()
