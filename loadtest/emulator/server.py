@@ -116,11 +116,18 @@ class EmulatedServer:
         n = len(input_ids)
         if n == 0:
             raise BadRequest("The input is empty; send text or input_ids", "engine")
-        limit = self.engine.max_req_input_len
-        if n >= limit:
+        context = self.profile.context_length
+        if n >= context:
             raise BadRequest(
                 f"The input ({n} tokens) is longer than the model's context length "
-                f"({limit} tokens).",
+                f"({context} tokens).",
+                "engine",
+            )
+        limit = self.engine.max_req_input_len  # also bounded by the KV pool
+        if n > limit:
+            raise BadRequest(
+                f"Input length ({n} tokens) exceeds the maximum allowed length "
+                f"({limit} tokens). Use a shorter input or enable --allow-auto-truncate.",
                 "engine",
             )
         if params.max_new_tokens < 0:

@@ -266,3 +266,13 @@ async def test_streaming_request_failing_in_the_engine_gets_an_sse_error(group, 
     empty = {"model": "m", "messages": [], "stream": True}
     async with http.post(group.spec_url + "/v1/chat/completions", json=empty) as r:
         assert r.status == 400
+
+
+async def test_prompt_longer_than_max_req_input_len_is_refused(make_group, http) -> None:
+    group = await make_group(overrides={"baseline_kv_tokens": 1000})
+    async with http.get(group.baseline_url + "/get_server_info") as r:
+        assert (await r.json())["max_req_input_len"] == 999
+    body = {"input_ids": list(range(1500)), "sampling_params": {"max_new_tokens": 1}}
+    async with http.post(group.baseline_url + "/generate", json=body) as r:
+        assert r.status == 400
+        assert "maximum allowed length (999 tokens)" in (await r.json())["error"]["message"]
