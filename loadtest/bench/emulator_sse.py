@@ -113,6 +113,8 @@ async def main() -> int:
         "--speedup",
         str(args.speedup),
         "--enable-metrics",
+        "--log-level",
+        "error",
         stdout=asyncio.subprocess.PIPE,
     )
     try:
