@@ -22,37 +22,55 @@ async def _emulator_counter(session: aiohttp.ClientSession, url: str, name: str)
 
 
 async def test_ramp_1_64_1_switches_and_drains_without_failures(emu, make_router) -> None:
-    router = await make_router(emu, high=12, low=6, min_dwell_s=1.0)
+    router = await make_router(emu, high=12, low=4, min_dwell_s=1.0)
+    seen: list[tuple[int, str]] = []  # (concurrency, mode at the end of that level)
     async with aiohttp.ClientSession() as s:
         drv = Driver(s, router.url, max_tokens=24)
-        # Concurrency 1: spec serves everything.
-        drv.set(1)
-        await wait_state(s, router, lambda st: len(drv.results) >= 4, what="4 requests")
+
+        async def level(c: int, cond=None, what: str = "") -> dict:
+            drv.set(c)
+            st = await wait_state(s, router, cond, what=what) if cond else None
+            n = len(drv.results)
+            await wait_state(s, router, lambda st: len(drv.results) >= n + max(4, c), what=f"c={c}")
+            st = await admin_get(s, router, "/admin/state")
+            seen.append((c, _mode(st)))
+            return st
+
+        # Closed-loop ramp up: spec while load < high, baseline once it passes high.
+        for c in (1, 2, 4, 8):
+            await level(c)
         assert {r.pool for r in drv.results} == {"spec"}
-        # Ramp to 64: the group switches to baseline once load >= high; spec drains.
-        drv.set(64)
+        drv.set(16)
         st = await wait_state(s, router, lambda st: _mode(st) == "baseline", what="baseline")
         t_baseline = time.monotonic()
         draining_at_switch = st["groups"][0]["pools"]["spec"]["inflight"]
-        st = await wait_state(
+        for c in (16, 32, 64):
+            await level(c)
+        await wait_state(
             s, router,
             lambda st: st["groups"][0]["pools"]["spec"]["state"] == "idle",
             what="spec drained",
         )  # fmt: skip
-        n_at_64 = len(drv.results)
-        await wait_state(s, router, lambda st: len(drv.results) >= n_at_64 + 64, what="more")
-        # Back to 1: spec again, but never sooner than min_dwell_s after the switch.
-        drv.set(1)
-        st = await wait_state(s, router, lambda st: _mode(st) == "spec", what="back to spec")
+        # Ramp down: baseline until load <= low (8 is inside the band: no switch), then spec,
+        # never sooner than min_dwell_s after the first switch.
+        for c in (32, 16, 8):
+            await level(c)
+        await level(4, lambda st: _mode(st) == "spec", "back to spec")
         assert time.monotonic() - t_baseline >= 1.0 - 0.05
-        n_back = len(drv.results)
-        await wait_state(s, router, lambda st: len(drv.results) >= n_back + 4, what="tail")
+        for c in (2, 1):
+            st = await level(c)
         await drv.stop()
         metrics = await (await s.get(router.admin_url + "/metrics")).text()
         aborted = [
             await _emulator_counter(s, url, "sglang:num_aborted_requests_total")
             for url in (emu.spec_url, emu.baseline_url)
         ]
+    assert seen == [
+        (1, "spec"), (2, "spec"), (4, "spec"), (8, "spec"),
+        (16, "baseline"), (32, "baseline"), (64, "baseline"),
+        (32, "baseline"), (16, "baseline"), (8, "baseline"),
+        (4, "spec"), (2, "spec"), (1, "spec"),
+    ]  # fmt: skip
     results = drv.results
     bad = [r for r in results if not r.complete]
     assert not bad, f"{len(bad)} of {len(results)} requests failed/incomplete: {bad[:3]}"
