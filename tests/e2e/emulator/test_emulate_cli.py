@@ -80,3 +80,49 @@ async def test_emulate_bad_profile_is_one_line_error() -> None:
     assert proc.returncode == 2
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specswitch: error: unknown profile")
+
+
+async def test_fit_csv_writes_a_profile_that_emulate_accepts(tmp_path) -> None:
+    csv_path = tmp_path / "measured.csv"
+    csv_path.write_text(
+        "pool,concurrency,output_tok_s,p99_ttft_s\n"
+        "baseline,1,50,0.1\nbaseline,16,600,0.2\nbaseline,64,1200,0.4\n"
+        "spec,1,120,0.1\nspec,16,500,0.2\n"
+    )
+    out = tmp_path / "mine.toml"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "specswitch",
+        "emulate",
+        "--fit-csv",
+        str(csv_path),
+        "--write-profile",
+        str(out),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await proc.communicate()
+    assert proc.returncode == 0, stderr.decode()
+    assert "baseline: step = " in stdout.decode() and out.exists()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "specswitch",
+        "emulate",
+        "--profile-file",
+        str(out),
+        "--spec-port",
+        "0",
+        "--baseline-port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(30):
+            line = (await proc.stdout.readline()).decode()
+        assert "profile fitted-measured" in line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
