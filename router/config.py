@@ -65,7 +65,7 @@ class PolicyConfig:
     # KV layer (docs/kv-aware.md): drain stickiness, cross-group affinity, the spec-pool guard.
     sticky_min_tokens: int = 1024  # stay on the draining pool when moving re-prefills more
     drain_kv_headroom: float = 0.9  # ...and the draining pool's KV use stays under this
-    sticky_max_inflight: int = 0  # ...and it has fewer in flight than this (0: no cap)
+    sticky_max_inflight: int = 0  # ...and it has fewer in flight than this (0: the policy's high)
     affinity_load_ratio: float = 1.5  # a group holding the prefix wins unless its load >
     affinity_load_slack: int = 4  # ...ratio x least load + slack
     kv_guard: bool = True  # the spec-pool KV guard (veto spec / early baseline / divert)

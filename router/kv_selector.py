@@ -41,7 +41,12 @@ _AFFINITY_FIELDS = (
 
 def affinity_config(policy: PolicyConfig) -> AffinityConfig:
     defaults = AffinityConfig()
-    return AffinityConfig(**{f: getattr(policy, f, getattr(defaults, f)) for f in _AFFINITY_FIELDS})
+    values = {f: getattr(policy, f, getattr(defaults, f)) for f in _AFFINITY_FIELDS}
+    if not values["sticky_max_inflight"]:
+        # 0: the policy's high. The draining pool carries no more sticky load than the level
+        # at which the policy judged spec worse than baseline.
+        values["sticky_max_inflight"] = max(1, int(getattr(policy, "high", 0)))
+    return AffinityConfig(**values)
 
 
 def guard_config(policy: PolicyConfig) -> GuardConfig:

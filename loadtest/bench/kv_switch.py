@@ -49,12 +49,14 @@ class Args:
     tail_s: float = 2.0
     concurrency: int = 8  # forced scenario
     low_c: int = 5  # load scenario: before the step
-    high_c: int = 16  # load scenario: after the step (>= high)
+    high_c: int = 16  # load scenario: after the ramp (>= high)
+    ramp_s: float = 0.25  # load scenario: one more session every ramp_s (0: a step)
     high: int = 12
     low: int = 6
     max_tokens: int = 160
     deadline_s: float = 30.0
     sticky_min_tokens: int = 1024
+    sticky_max_inflight: int = 0
     context_chars: int = 24000  # per-session repository context added to the first turn
     seed: int = 0
 
@@ -168,6 +170,7 @@ async def run_one(scenario: str, drain: str, a: Args) -> Run:
         drain=drain,
         drain_deadline_s=a.deadline_s,
         sticky_min_tokens=a.sticky_min_tokens,
+        sticky_max_inflight=a.sticky_max_inflight,
     )
     config = RouterConfig(
         groups=(GroupConfig("g0", group.spec_url, group.baseline_url),),
@@ -185,7 +188,8 @@ async def run_one(scenario: str, drain: str, a: Args) -> Run:
         items = iter(generate("agentic", 2000, a.seed))
         target = [a.concurrency if forced else a.low_c]
         run.t0 = time.perf_counter()
-        end = run.t0 + a.warm_s + a.window_s + a.tail_s
+        ramp = 0.0 if forced else max(0, a.high_c - a.low_c) * max(0.0, a.ramp_s)
+        end = run.t0 + a.warm_s + ramp + a.window_s + a.tail_s
         sampler = asyncio.create_task(
             _sampler(
                 run,
@@ -207,8 +211,12 @@ async def run_one(scenario: str, drain: str, a: Args) -> Run:
                 ) as r:
                     r.raise_for_status()
             run.t_switch = time.perf_counter() - run.t0
+        elif a.ramp_s <= 0:
+            target[0] = a.high_c  # a step: every new session lands within one policy tick
         else:
-            target[0] = a.high_c
+            while target[0] < a.high_c:  # a ramp: one more session every ramp_s
+                target[0] += 1
+                await asyncio.sleep(a.ramp_s)
         await asyncio.gather(*workers)
         await asyncio.sleep(0.5)
         stop.set()
