@@ -7,15 +7,18 @@ Two checks, both pure functions of a snapshot:
     not fit the spec pool (``demand > spec_kv_fit x capacity``), or the load exceeds the spec
     server's max_running_requests (SGLang caps spec servers at 48 unless set).
   * ``force_baseline``: switch to baseline now, whatever the request count, when the spec pool
-    nears full (reported token_usage or the router's own estimate >= ``spec_kv_high``) or it
-    queues (reported num_queue_reqs > ``spec_queue_max``).
+    nears full (the router's estimate >= ``spec_kv_high``) or it queues (reported
+    num_queue_reqs > ``spec_queue_max``).
 - ``admit_spec`` (hot path, per request while the mode is spec): would this request still fit
   the spec pool? If not, and baseline has room, the request goes to baseline instead of queueing
   on a full spec pool, before the next policy tick switches the group.
 
-The router's estimate (sum over in-flight requests of prompt + output cap) reacts at once; the
-servers' reported gauges are exact but lag (SGLang refreshes them every decode-log interval).
-The guard takes the worse of the two.
+KV use is the router's estimate (sum over the requests it has in flight on the pool of prompt
++ output cap): it reacts at once. The servers' token_usage gauges lag (SGLang refreshes them
+every decode-log interval) and their meaning varies (SGLang excludes evictable prefix cache; the
+emulator counts it, so a warm cache would read as a full pool): they are shown in the admin
+state, not decided on. The server-side safety net is the queue: num_queue_reqs above
+spec_queue_max in two scrapes in a row (which also catches traffic from other routers).
 """
 
 from __future__ import annotations
@@ -59,15 +62,11 @@ class PoolKv:
     max_running: int | None = None
 
     def usage(self) -> float | None:
-        """The worse of the router's estimate and the server's report, as a fraction."""
-        est = None
-        if self.capacity_tokens:
-            est = self.est_used_tokens / self.capacity_tokens
-        if est is None:
-            return self.reported_usage
-        if self.reported_usage is None:
-            return est
-        return max(est, self.reported_usage)
+        """The router's estimate of the KV in use, as a fraction of the pool (None: capacity
+        unknown). The server's token_usage is shown, not decided on (see the module doc)."""
+        if not self.capacity_tokens:
+            return None
+        return self.est_used_tokens / self.capacity_tokens
 
     def as_dict(self) -> dict[str, object]:
         usage = self.usage()
@@ -127,7 +126,7 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
             block_spec=True,
             reason=f"load {load} > spec max_running_requests {spec.max_running}",
         )
-    if spec.capacity_tokens is None and spec.reported_usage is None:
+    if spec.capacity_tokens is None:
         return GuardVerdict(reason="ok (spec KV capacity not known yet)")
     return OK
 
@@ -143,8 +142,7 @@ def admit_spec(cfg: GuardConfig, spec: PoolKv, baseline: PoolKv, need_tokens: in
     spec_full = False
     if spec.capacity_tokens:
         after = (spec.est_used_tokens + need_tokens) / spec.capacity_tokens
-        reported = spec.reported_usage or 0.0
-        spec_full = max(after, reported) > cfg.spec_kv_high
+        spec_full = after > cfg.spec_kv_high
     if spec.max_running and spec.inflight >= spec.max_running:
         spec_full = True
     if not spec_full:
