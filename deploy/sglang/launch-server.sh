@@ -13,7 +13,9 @@
 #   SPEC_NCCL_PORT (31001), BASELINE_NCCL_PORT (32001), SGLANG_LAUNCH ("python3 -m
 #   sglang.launch_server"), SGLANG_EXTRA_ARGS, SPEC_EXTRA_ARGS, BASELINE_EXTRA_ARGS
 #   (word-split, for flags such as --trust-remote-code).
-# Both servers always get --enable-metrics and an explicit --mem-fraction-static: the second
+# Both servers always get --enable-metrics (the router scrapes them), --enable-cache-report
+# (usage then carries prompt_tokens_details.cached_tokens, which the router's KV-aware layer
+# reads to correct its prefix-cache estimates) and an explicit --mem-fraction-static: the second
 # server measures free memory at startup, so the planner's fraction for it assumes the spec
 # server is already up (start order: spec, then baseline).
 # --dry-run prints the command, one argument per line, instead of running it.
@@ -78,6 +80,7 @@ args=(
     --nccl-port "$nccl_port"
     --mem-fraction-static "${!fraction_var}"
     --enable-metrics
+    --enable-cache-report
 )
 [ -z "${SERVED_MODEL_NAME:-}" ] || args+=(--served-model-name "$SERVED_MODEL_NAME")
 if [ -n "${!mrr_var:-}" ]; then

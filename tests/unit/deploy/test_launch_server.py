@@ -63,6 +63,7 @@ def test_spec_server_eagle3(tmp_path: Path) -> None:
     assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
     f = flags(argv)
     assert f["--mem-fraction-static"] == "0.35" and "--enable-metrics" in f
+    assert "--enable-cache-report" in f
     assert f["--port"] == "30001" and f["--tp-size"] == "1" and f["--host"] == "0.0.0.0"
     assert f["--speculative-algorithm"] == "EAGLE3"
     assert f["--speculative-draft-model-path"] == "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B"
