@@ -164,6 +164,10 @@ class ProxyConfig:
     shutdown_grace_s: float = 30.0  # SIGTERM: in-flight streams get this long to finish
     usage_tail_bytes: int = 262144  # stream tail kept to read the final usage/meta_info
     access_log: bool = False  # one structured line per request at INFO
+    # Put the request id into the body as SGLang's `rid` when the body has none (SGLang reads
+    # the id from the body, not from X-Request-Id): its logs, /abort_request and meta_info.id
+    # then carry the same id as the client's X-Request-Id. The rest of the body is untouched.
+    request_id_to_rid: bool = True
 
     def validate(self) -> ProxyConfig:
         _positive("proxy.connect_timeout_s", self.connect_timeout_s)

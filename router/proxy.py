@@ -1,7 +1,8 @@
 """THE hot path: client request -> route -> upstream -> relay, with accounting.
 
 It only reads state (mode, health, in-flight counts) and bumps in-flight counters; nothing
-here waits on the control plane. The body is parsed once (orjson) and forwarded unchanged;
+here waits on the control plane. The body is parsed once (orjson) and forwarded unchanged
+but for the request id spliced in as SGLang's `rid` when it has none (`with_rid`);
 SSE responses are relayed chunk by chunk as they arrive. A client that goes away cancels
 this handler (the runner has handler_cancellation on), which closes the upstream response:
 SGLang sees the connection drop and aborts the request.
@@ -40,6 +41,31 @@ def _forward_headers(headers: Any, rid: str) -> dict[str, str]:
     return out
 
 
+def with_rid(body: bytes, body_dict: dict[str, Any], rid: str) -> bytes:
+    """The body with `"rid": <rid>` spliced in first, every other byte as it was.
+
+    Left unchanged when the request is a batch or asks for n > 1 (SGLang then wants a list
+    of ids) or when the body does not start with `{`.
+    """
+    n = body_dict.get("n")
+    if (n is not None and n != 1) or _is_batch(body_dict):
+        return body
+    start = body.find(b"{")
+    if start < 0 or body[:start].strip():
+        return body
+    rest = body[start + 1 :]
+    sep = b"" if rest.lstrip().startswith(b"}") else b","
+    return body[: start + 1] + b'"rid":' + orjson.dumps(rid) + sep + rest
+
+
+def _is_batch(body: dict[str, Any]) -> bool:
+    for key in ("text", "prompt"):
+        if isinstance(body.get(key), list):
+            return not all(isinstance(x, int) for x in body[key])  # a list of ids is one prompt
+    ids = body.get("input_ids")
+    return isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)
+
+
 async def proxy_handler(request: web.Request) -> web.StreamResponse:
     try:
         return await _proxy(request)
@@ -69,7 +95,14 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             ctx.metrics.rejected.labels("bad_request").inc()
             return error_response(400, f"the request body is not valid JSON: {exc}", "bad_json")
     body_dict = parsed if isinstance(parsed, dict) else None
-    rid = request.headers.get("X-Request-Id") or os.urandom(16).hex()
+    body_rid = body_dict.get("rid") if body_dict is not None else None
+    rid = (
+        request.headers.get("X-Request-Id")
+        or (body_rid if isinstance(body_rid, str) and body_rid else None)
+        or os.urandom(16).hex()
+    )
+    if body_rid is None and body_dict is not None and ctx.config.proxy.request_id_to_rid:
+        body = with_rid(body, body_dict, rid)
     info = RequestInfo(request.path, body_dict, request.headers, rid)
     route = ctx.selector.choose(ctx.registry.groups, info)
     if route is None:

@@ -7,6 +7,7 @@ import asyncio
 import aiohttp
 import orjson
 from specswitch.router import GroupConfig, PolicyConfig, Selector
+from specswitch.router.config import ProxyConfig
 
 from .conftest import Upstream, wait_for
 
@@ -33,9 +34,33 @@ async def test_body_unchanged_headers_and_request_id(upstreams, make_router) -> 
         async with s.post(router.url + "/v1/chat/completions", json={}) as r:
             generated = r.headers["X-Request-Id"]
             assert len(generated) >= 16
-    assert spec.bodies[0] == raw  # forwarded byte for byte
+    # forwarded byte for byte, but for the request id spliced in as SGLang's rid
+    assert spec.bodies[0] == b'{"rid":"req-42","model": "m"' + raw[len(b'{"model": "m"') :]
+    assert orjson.loads(spec.bodies[1]) == {"rid": generated}
     assert spec.headers[0]["X-Request-Id"] == "req-42"
     assert spec.headers[1]["X-Request-Id"] == generated
+
+
+async def test_body_rid_is_kept_and_becomes_the_request_id(upstreams, make_router) -> None:
+    spec, base = upstreams
+    router = await make_router(_g(spec, base))
+    raw = b'{"rid": "mine", "messages": []}'
+    async with aiohttp.ClientSession() as s:
+        async with s.post(router.url + "/v1/chat/completions", data=raw) as r:
+            assert r.headers["X-Request-Id"] == "mine"
+    assert spec.bodies[0] == raw
+
+
+async def test_bodies_untouched_when_rid_injection_is_off(upstreams, make_router) -> None:
+    spec, base = upstreams
+    router = await make_router(_g(spec, base), proxy=ProxyConfig(request_id_to_rid=False))
+    raw = b'{"model": "m", "messages": []}'
+    async with aiohttp.ClientSession() as s:
+        async with s.post(
+            router.url + "/v1/chat/completions", data=raw, headers={"X-Request-Id": "q"}
+        ) as r:
+            assert r.headers["X-Request-Id"] == "q"
+    assert spec.bodies[0] == raw
 
 
 async def test_stream_relayed_whole_and_usage_hook(upstreams, make_router) -> None:
