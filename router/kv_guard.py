@@ -5,10 +5,13 @@ Two checks, both pure functions of a snapshot:
 - ``evaluate`` (policy loop, once per tick): the verdict for the group's mode.
   * ``block_spec``: do not switch to spec while the KV the group's in-flight work needs would
     not fit the spec pool (``demand > spec_kv_fit x capacity``), or the load exceeds the spec
-    server's max_running_requests (SGLang caps spec servers at 48 unless set).
+    server's max_running_requests (SGLang caps spec servers at 48 unless set). The demand is
+    the peak over the last ``DEMAND_HOLD_S`` seconds (kv_tracker): requests batched together
+    end together, and the moment between a turn's end and the next turn is not an empty group.
   * ``force_baseline``: switch to baseline now, whatever the request count, when the spec pool
-    nears full (the router's estimate >= ``spec_kv_high``) or it queues (reported
-    num_queue_reqs > ``spec_queue_max``).
+    nears full (the router's estimate >= ``spec_kv_high``), or it queues (reported
+    num_queue_reqs > ``spec_queue_max``), or the group's in-flight demand would overflow it
+    (``demand > spec_kv_high x capacity``; between fit and high the mode stays as it is).
 - ``admit_spec`` (hot path, per request while the mode is spec): would this request still fit
   the spec pool? If not, and baseline has room, the request goes to baseline instead of queueing
   on a full spec pool, before the next policy tick switches the group.
@@ -112,6 +115,15 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
             block_spec=True,
             force_baseline=True,
             reason=f"spec queues {spec.reported_waiting} requests (> spec_queue_max {cfg.spec_queue_max})",
+        )
+    if spec.capacity_tokens and demand_tokens > cfg.spec_kv_high * spec.capacity_tokens:
+        return GuardVerdict(
+            block_spec=True,
+            force_baseline=True,
+            reason=(
+                f"in-flight KV {demand_tokens} tokens overflows spec pool "
+                f"({cfg.spec_kv_high:.0%} of {spec.capacity_tokens})"
+            ),
         )
     if spec.capacity_tokens and demand_tokens > cfg.spec_kv_fit * spec.capacity_tokens:
         return GuardVerdict(

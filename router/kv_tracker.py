@@ -15,6 +15,8 @@ verdict. The router calls it at four points:
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,8 @@ from .kv_guard import OK, GuardConfig, GuardVerdict, PoolKv, admit_spec, evaluat
 from .prefix_index import DEFAULT_MAX_ENTRIES, PrefixIndex, TokenScale
 
 PoolKey = tuple[str, str]
+DEMAND_HOLD_S = 2.0
+"""The guard sees the peak in-flight KV demand of a group over this many seconds."""
 
 
 @dataclass(slots=True)
@@ -74,6 +78,7 @@ class KvTracker:
         self._index: dict[PoolKey, PrefixIndex] = {}
         self._pool: dict[PoolKey, _PoolInfo] = {}
         self._verdict: dict[str, GuardVerdict] = {}
+        self._demand: dict[str, deque[tuple[float, int]]] = {}
         self.counters = KvCounters()
 
     # -- request arrival -------------------------------------------------------------------
@@ -253,10 +258,20 @@ class KvTracker:
         if idx is not None:
             idx.clear()
 
-    def verdict(self, group: str, load: int, cfg: GuardConfig) -> GuardVerdict:
-        """The guard's verdict for a group (policy tick); remembered for the admin state."""
+    def verdict(
+        self, group: str, load: int, cfg: GuardConfig, now: float | None = None
+    ) -> GuardVerdict:
+        """The guard's verdict for a group (policy tick); remembered for the admin state.
+
+        The demand is the peak in-flight KV over the last DEMAND_HOLD_S seconds."""
+        now = time.monotonic() if now is None else now
         demand = sum(info.inflight_kv for (g, _), info in self._pool.items() if g == group)
-        v = evaluate(cfg, self.pool_kv(group, "spec"), int(demand * self.scale.value), load)
+        hist = self._demand.setdefault(group, deque())
+        hist.append((now, demand))
+        while hist and hist[0][0] < now - DEMAND_HOLD_S:
+            hist.popleft()
+        peak = max(d for _, d in hist)
+        v = evaluate(cfg, self.pool_kv(group, "spec"), int(peak * self.scale.value), load)
         self._verdict[group] = v
         return v
 
@@ -268,6 +283,7 @@ class KvTracker:
             self._pool.pop(key, None)
             self._index.pop(key, None)
         self._verdict.pop(group, None)
+        self._demand.pop(group, None)
 
     # -- admin state -------------------------------------------------------------------------------
     def pool_state(self, group: str, pool: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .config import PolicyConfig
-from .state import ACTIVE, DRAINING, IDLE, Registry
+from .state import ACTIVE, DRAINING, IDLE, GroupState, Registry
 
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _DRAIN_BUCKETS = (0.0, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -118,8 +118,21 @@ class _StateCollector(Collector):
             "specswitch_pool_healthy", "1 when the server passes health checks",
             labels=("group", "pool"),
         )  # fmt: skip
+        kv_tokens = GaugeMetricFamily(
+            "specswitch_kv_tokens",
+            "KV layer's view of a pool: capacity, inflight (estimated KV of the requests in "
+            "flight) and cached (the prefix index's estimate of the server's cache)",
+            labels=("group", "pool", "kind"),
+        )
+        guard = GaugeMetricFamily(
+            "specswitch_kv_guard",
+            "KV guard verdict for the group: block_spec (no switch to spec) and "
+            "force_baseline (leave spec now), 1 when set",
+            labels=("group", "verdict"),
+        )
         for group in self._groups.groups:
             name = group.name
+            _kv_metrics(group, kv_tokens, guard)
             mode.add_metric([name], 0.0 if group.mode == "spec" else 1.0)
             load.add_metric([name], float(group.load))
             drained.add_metric([name], 1.0 if group.admin_drained else 0.0)
@@ -138,3 +151,25 @@ class _StateCollector(Collector):
         thresholds.add_metric(["low"], float(policy.low))
         thresholds.add_metric(["min_dwell_s"], float(policy.min_dwell_s))
         yield from (mode, load, drained, switches, inflight, state, healthy, thresholds)
+        yield from (kv_tokens, guard)
+
+
+def _kv_metrics(group: GroupState, kv_tokens: GaugeMetricFamily, guard: GaugeMetricFamily) -> None:
+    """The KV layer's figures, as KvSelector leaves them in each pool's `kv` (admin state)."""
+    name = group.name
+    for pool_name, pool in group.pools.items():
+        est = pool.kv.get("router_estimate")
+        if not isinstance(est, dict):
+            continue
+        index = est.get("prefix_index") or {}
+        for kind, value in (
+            ("capacity", est.get("capacity_tokens")),
+            ("inflight", est.get("inflight_kv_tokens_est")),
+            ("cached", index.get("cached_tokens_est")),
+        ):
+            if isinstance(value, int | float):
+                kv_tokens.add_metric([name, pool_name, kind], float(value))
+    verdict = group.spec.kv.get("guard")
+    if isinstance(verdict, dict):
+        for key in ("block_spec", "force_baseline"):
+            guard.add_metric([name, key], 1.0 if verdict.get(key) else 0.0)

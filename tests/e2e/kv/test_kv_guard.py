@@ -60,10 +60,22 @@ async def test_no_request_queues_on_a_full_spec_pool_while_baseline_has_room(
     await watch.stop()
     assert sorted(pools) == ["baseline", "baseline", "spec", "spec"]  # 2 x 5k fit 12k, 3 do not
     assert not watch.sustained
-    assert (await state(http, router.admin_url))["mode"] == "spec"  # load 4 < high: no switch
+
+    async def guard_moved_group() -> bool:  # load 4 < high, but 4 x 5k overflows spec: baseline
+        g = await state(http, router.admin_url)
+        return (
+            g["mode"] == "baseline" and "overflows" in g["pools"]["spec"]["kv"]["guard"]["reason"]
+        )
+
+    await wait_for(guard_moved_group)
 
     # Control: without the guard the same burst queues on the spec pool.
     await patch_policy(http, router.admin_url, kv_guard=False)
+
+    async def back_to_spec() -> bool:
+        return (await state(http, router.admin_url))["mode"] == "spec"
+
+    await wait_for(back_to_spec)
     watch = QueueWatch(http, group.spec_url)
     pools = await burst()
     await watch.stop()
@@ -97,7 +109,11 @@ async def test_guard_keeps_the_group_on_baseline_while_in_flight_kv_would_not_fi
             g = await state(http, router.admin_url)
             assert g["mode"] == "baseline", g["pools"]["spec"]["kv"].get("guard")
         guard = g["pools"]["spec"]["kv"]["guard"]
-        assert guard["block_spec"] and "would not fit" in guard["reason"]
+        assert guard["block_spec"] and "spec pool" in guard["reason"]
+        async with http.get(router.admin_url + "/metrics") as resp:
+            metrics = await resp.text()
+        assert 'specswitch_kv_guard{group="g0",verdict="block_spec"} 1.0' in metrics
+        assert 'specswitch_kv_tokens{group="g0",kind="capacity",pool="spec"} 12000.0' in metrics
     finally:
         stop.set()
         await asyncio.gather(*tasks)

@@ -15,6 +15,13 @@ def test_blocks_spec_when_in_flight_kv_would_not_fit() -> None:
     assert not evaluate(CFG, spec, demand_tokens=8_000, load=2).block_spec
 
 
+def test_forces_baseline_when_the_demand_overflows_spec_and_holds_between_fit_and_high() -> None:
+    spec = PoolKv(capacity_tokens=10_000)
+    assert evaluate(CFG, spec, demand_tokens=9_300, load=2).force_baseline
+    between = evaluate(CFG, spec, demand_tokens=8_800, load=2)
+    assert between.block_spec and not between.force_baseline
+
+
 def test_forces_baseline_when_spec_nears_full_or_queues_whatever_the_load() -> None:
     near_full = PoolKv(capacity_tokens=10_000, est_used_tokens=9_500)
     assert evaluate(CFG, near_full, demand_tokens=9_500, load=1).force_baseline

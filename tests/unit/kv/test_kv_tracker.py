@@ -43,12 +43,13 @@ def test_inflight_kv_feeds_the_guard_and_completion_releases_it() -> None:
     ticket = kv.on_routed("g", "spec", conv)
     assert kv.pool_kv("g", "spec").est_used_tokens == conv.kv_need
     assert not kv.admit_spec("g", conv, GuardConfig())  # a second one would overflow spec
-    v = kv.verdict("g", load=1, cfg=GuardConfig())
+    v = kv.verdict("g", load=1, cfg=GuardConfig(), now=100.0)
     assert v.block_spec and kv.group_state("g")["guard"]["block_spec"]
     kv.on_complete(ticket, prompt_tokens=conv.prompt_tokens, cached_tokens=0)
     kv.on_complete(ticket, prompt_tokens=conv.prompt_tokens, cached_tokens=0)  # idempotent
     assert kv.pool_kv("g", "spec").est_used_tokens == 0
-    assert not kv.verdict("g", load=0, cfg=GuardConfig()).block_spec
+    assert kv.verdict("g", load=0, cfg=GuardConfig(), now=101.0).block_spec  # peak held...
+    assert not kv.verdict("g", load=0, cfg=GuardConfig(), now=102.5).block_spec  # ...2 s
     state = kv.pool_state("g", "spec")
     assert state["capacity_tokens"] == 7_000 and state["prefix_index"]["entries"] == 2
 
