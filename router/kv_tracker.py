@@ -184,6 +184,15 @@ class KvTracker:
 
     def admit_spec(self, group: str, conv: Conversation, cfg: GuardConfig) -> bool:
         """Per-request KV guard while the group's mode is spec (False: send to baseline)."""
+        spec = self._pool.get((group, "spec"))
+        if spec is None or not cfg.enabled:
+            return True
+        if (not spec.max_running or spec.inflight < spec.max_running) and (
+            not spec.capacity_tokens
+            or (spec.inflight_kv + conv.kv_need) * self.scale.value
+            <= cfg.spec_kv_high * spec.capacity_tokens
+        ):
+            return True  # the common case, without building snapshots
         ok = admit_spec(
             cfg,
             self.pool_kv(group, "spec"),
