@@ -126,3 +126,17 @@ def test_affinity_brings_a_conversation_back_to_its_group() -> None:
         "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, {}, "f"
     )
     assert serve(sel, [g0, g1], fresh).group is other  # nothing cached anywhere: least loaded
+
+
+def test_a_server_that_comes_back_has_an_empty_cache() -> None:
+    sel = KvSelector(Dial())
+    g = group()
+    info = req("a", 1)
+    finish(sel, serve(sel, [g], info), info)
+    conv = sel.tracker.describe(info.path, req("a", 2).body, {})
+    assert sel.tracker.cached("g0", "spec", conv) > 0
+    g.spec.healthy = False
+    sel.kv_verdict(g)
+    g.spec.healthy = True
+    sel.kv_verdict(g)  # the policy tick sees it back: its prefix cache is gone
+    assert sel.tracker.cached("g0", "spec", conv) == 0
