@@ -36,8 +36,10 @@ class GuardConfig:
     """Switch to spec only when the in-flight KV demand fits this fraction of the spec pool."""
     spec_kv_high: float = 0.92
     """Leave spec (and stop admitting to it) when its KV use reaches this fraction."""
-    spec_queue_max: int = 0
-    """Leave spec when its server reports more queued requests than this."""
+    spec_queue_max: int = 2
+    """Leave spec when its server reports more queued requests than this. Not 0: a request
+    arriving during a prefill step waits for the next one, and SGLang's gauges refresh only at
+    prefill steps and every decode-log interval, so a queue of 1-2 is routine."""
 
     def validate(self) -> None:
         if not 0.0 < self.spec_kv_fit <= 1.0:

@@ -28,7 +28,10 @@ def test_forces_baseline_when_spec_nears_full_or_queues_whatever_the_load() -> N
     # A server gauge alone (it may count evictable cache) is shown, not decided on.
     reported = PoolKv(capacity_tokens=10_000, est_used_tokens=10, reported_usage=0.99)
     assert not evaluate(CFG, reported, 10, 1).force_baseline
-    queued = PoolKv(capacity_tokens=10_000, reported_waiting=2)
+    assert not evaluate(
+        CFG, PoolKv(capacity_tokens=10_000, reported_waiting=2), 0, 1
+    ).force_baseline
+    queued = PoolKv(capacity_tokens=10_000, reported_waiting=3)
     v = evaluate(CFG, queued, 0, 1)
     assert v.force_baseline and "queues" in v.reason
 

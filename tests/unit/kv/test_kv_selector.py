@@ -104,9 +104,9 @@ def test_guard_diverts_to_baseline_when_spec_kv_would_overflow() -> None:
         g.spec.kv["guard"]["block_spec"]
         and g.spec.kv["router_estimate"]["capacity_tokens"] == 4_500
     )
-    g.spec.server_metrics = {"num_queue_reqs": 3.0}
+    g.spec.server_metrics = {"num_queue_reqs": 5.0}
     assert not sel.kv_verdict(g).spec_pressure  # one scrape with a queue: transient
-    g.spec.server_metrics = {"num_queue_reqs": 2.0}  # the next scrape still queues
+    g.spec.server_metrics = {"num_queue_reqs": 4.0}  # the next scrape still queues
     assert sel.kv_verdict(g).spec_pressure
 
 
