@@ -159,6 +159,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="requests per level = max(--min-requests, rounds x concurrency)",
     )
     sw.add_argument("--min-requests", type=int, default=8)
+    sw.add_argument(
+        "--warmup-rounds", type=float, default=1.0, help="leading rounds left out of the figures"
+    )
     sw.add_argument("--requests", type=int, default=None, help="fixed requests per level")
     sw.add_argument("--csv", type=Path, default=None, help="also write the CSV here")
     sw.set_defaults(func=_cmd_sweep)
@@ -183,8 +186,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     cp.add_argument("--api", choices=("chat", "completions", "generate"), default="chat")
     cp.add_argument("--concurrency", default="1..128")
-    cp.add_argument("--rounds", type=float, default=4.0)
-    cp.add_argument("--min-requests", type=int, default=8)
+    cp.add_argument("--rounds", type=float, default=5.0)
+    cp.add_argument("--min-requests", type=int, default=12)
+    cp.add_argument(
+        "--warmup-rounds",
+        type=float,
+        default=2.0,
+        help="leading rounds left out (auto switches and drains at the start of each level)",
+    )
     cp.add_argument("--high", type=int, default=None, help="auto: switch to baseline at load >=")
     cp.add_argument("--low", type=int, default=None, help="auto: back to spec at load <=")
     cp.add_argument("--min-dwell", type=float, default=2.0, help="seconds (simulated)")
@@ -284,7 +293,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     cfg = _client_config(args)
     try:
         plan = SweepPlan(
-            parse_concurrencies(args.concurrency), args.rounds, args.min_requests, args.requests
+            parse_concurrencies(args.concurrency),
+            args.rounds,
+            args.min_requests,
+            args.requests,
+            args.warmup_rounds,
         )
     except ValueError as exc:
         raise _user_error(str(exc)) from None
@@ -465,7 +478,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             f"unknown profile {args.profile!r}; built in: {', '.join(builtin_profile_names())}"
         )
     try:
-        plan = SweepPlan(parse_concurrencies(args.concurrency), args.rounds, args.min_requests)
+        plan = SweepPlan(
+            parse_concurrencies(args.concurrency),
+            args.rounds,
+            args.min_requests,
+            warmup_rounds=args.warmup_rounds,
+        )
     except ValueError as exc:
         raise _user_error(str(exc)) from None
     schedule = _schedule(args) if args.trace else None

@@ -143,12 +143,11 @@ def analytic_check(
 
 
 async def _prepare(stack: ProcessStack, mode: str, policy: dict[str, Any]) -> None:
-    """Idle router, then the policy for the next run, then empty prefix caches. Before auto
-    the group is first forced to spec, so every auto run starts from the same state."""
+    """Every run starts the same way: a fresh router process (no prefix index, drain or dwell
+    state carried over from the previous run; it starts in spec), the run's policy set through
+    PATCH /admin/policy, and both servers' prefix caches flushed."""
     await wait_idle(stack.admin_url)
-    if mode == "auto":
-        await set_policy(stack.admin_url, {"mode": "spec"})
-        await wait_mode(stack.admin_url, "spec")
+    await stack.restart_router()
     await set_policy(stack.admin_url, {"mode": mode, **policy})
     await wait_mode(stack.admin_url, "spec" if mode == "auto" else mode)
     await flush_cache([stack.spec_url, stack.baseline_url])
@@ -337,6 +336,7 @@ def _finish_sweep(cfg: CompareConfig, meta: dict[str, Any], runs: dict[str, Any]
         "kind": "compare-sweep",
         **meta,
         "concurrencies": list(cfg.plan.concurrencies),
+        "warmup_rounds": cfg.plan.warmup_rounds,
         "requests_per_level": {str(c): cfg.plan.requests_for(c) for c in cfg.plan.concurrencies},
         "runs": runs,
         "envelope": [env[c] for c in sorted(env)],

@@ -26,14 +26,20 @@ class SweepPlan:
     rounds: float = 4.0  # requests per level = max(min_requests, rounds * concurrency)
     min_requests: int = 8
     requests: int | None = None  # fixed count per level (overrides rounds)
+    warmup_rounds: float = 1.0  # leading rounds left out of the figures (switch transients)
 
     def __post_init__(self) -> None:
         if not self.concurrencies or any(c < 1 for c in self.concurrencies):
             raise ValueError("concurrencies must be a non-empty list of integers >= 1")
+        if self.warmup_rounds < 0:
+            raise ValueError("warmup rounds must be >= 0")
         if self.rounds <= 0 or self.min_requests < 1:
             raise ValueError("rounds must be > 0 and min_requests >= 1")
         if self.requests is not None and self.requests < 1:
             raise ValueError("requests must be >= 1")
+
+    def warmup_for(self, concurrency: int) -> int:
+        return round(self.warmup_rounds * concurrency)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests is not None:
@@ -63,7 +69,9 @@ async def sweep(
         def tick(res: RequestResult, bar: Progress = bar) -> None:
             bar.advance(res.ok)
 
-        rec = await closed_loop(client, items, c, n, label=label, on_result=tick)
+        rec = await closed_loop(
+            client, items, c, n, label=label, on_result=tick, warmup=plan.warmup_for(c)
+        )
         summary = summarize(rec, slo, time_scale)
         bar.close(
             f"{summary['output_tok_s']:.0f} tok/s, TPOT p50 "

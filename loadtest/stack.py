@@ -55,6 +55,7 @@ class ProcessStack:
     admin_url: str = ""
     procs: list[asyncio.subprocess.Process] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
+    _router: asyncio.subprocess.Process | None = None
 
     async def __aenter__(self) -> ProcessStack:
         try:
@@ -71,7 +72,7 @@ class ProcessStack:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.config.log_dir / f"{name}.log"
         self.logs.append(log)
-        fh = log.open("wb")
+        fh = log.open("ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -115,6 +116,12 @@ class ProcessStack:
         await wait_ready(
             [self.spec_url + "/health", self.baseline_url + "/health"], emu, self.logs[-1]
         )
+        await self._start_router()
+
+    async def _start_router(self) -> None:
+        c = self.config
+        listen = self.url.removeprefix("http://")
+        admin = self.admin_url.removeprefix("http://")
         router = await self._spawn(
             "router",
             [
@@ -122,9 +129,9 @@ class ProcessStack:
                 "--group",
                 f"g0={self.spec_url},{self.baseline_url}",
                 "--listen",
-                f"{c.host}:{lp}",
+                listen,
                 "--admin-listen",
-                f"{c.host}:{ap}",
+                admin,
                 "--high",
                 str(c.high),
                 "--low",
@@ -136,9 +143,24 @@ class ProcessStack:
                 *c.extra_router_args,
             ],
         )
+        self._router = router
         await wait_ready(
             [self.url + "/health", self.admin_url + "/admin/state"], router, self.logs[-1]
         )
+
+    async def restart_router(self) -> None:
+        """A fresh router on the same ports (no carried-over prefix index, drains, dwell)."""
+        proc = self._router
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        await self._start_router()
 
     async def close(self) -> None:
         for proc in reversed(self.procs):

@@ -163,15 +163,16 @@ def summarize(
 
 
 def _steady(rec: RunRecord) -> list[RequestResult] | None:
-    """Closed-loop requests issued after the first round and before the last one
-    (tickets C+1 .. N-C); None when there are too few."""
+    """Closed-loop requests issued after the warm-up and before the last round
+    (tickets warmup+1 .. N-C); None when there are too few."""
     c = rec.concurrency
     if not c:
         return None
     n = max((r.seq for r in rec.results), default=-1)
     if n < 0:
         return None
-    steady = [r for r in rec.results if c < r.seq <= n - c]
+    warm = c if rec.warmup is None else rec.warmup
+    steady = [r for r in rec.results if warm < r.seq <= n - c]
     if len(steady) < max(2, c):
         return None
     return steady

@@ -40,6 +40,7 @@ class RunRecord:
     started: float
     ended: float = 0.0
     concurrency: int | None = None
+    warmup: int | None = None  # closed loop: leading tickets left out (None: one round)
     window: tuple[float, float] | None = None  # steady-state window (closed loop)
     results: list[RequestResult] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)  # timeline (traces)
@@ -79,10 +80,18 @@ async def closed_loop(
     *,
     label: str = "",
     on_result: OnResult | None = None,
+    warmup: int | None = None,
 ) -> RunRecord:
+    """``warmup`` leading requests (default: one round, ``concurrency``) are left out of the
+    steady-state figures."""
     if concurrency < 1 or requests < 1:
         raise ValueError("concurrency and requests must be >= 1")
-    rec = RunRecord(label=label, started=time.perf_counter(), concurrency=concurrency)
+    rec = RunRecord(
+        label=label,
+        started=time.perf_counter(),
+        concurrency=concurrency,
+        warmup=concurrency if warmup is None else warmup,
+    )
     left = requests
     last_issue = rec.started
     completed = 0
