@@ -51,6 +51,30 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every admin error is OpenAI-style JSON (404, 405, 413 and bugs too), never a traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        message = exc.reason
+        if exc.status == 404:
+            message = f"no admin route {request.method} {request.path} (see docs/router.md)"
+        elif exc.status == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+        return error_response(exc.status, message, headers=_kept_headers(exc))
+    except Exception as exc:
+        request.app[CTX].log.exception("event=admin_error path=%s", request.path)
+        return error_response(500, f"router error: {type(exc).__name__}", "router_error")
+
+
+def _kept_headers(exc: web.HTTPException) -> dict[str, str]:
+    allow = exc.headers.get("Allow")
+    return {"Allow": allow} if allow else {}
+
+
 async def _body(request: web.Request) -> Any:
     raw = await request.read()
     try:

@@ -89,7 +89,7 @@ def build_client_app(ctx: RouterContext) -> web.Application:
 
 
 def build_admin_app(ctx: RouterContext) -> web.Application:
-    app = web.Application(middlewares=[admin.auth_middleware])
+    app = web.Application(middlewares=[admin.error_middleware, admin.auth_middleware])
     app[CTX] = ctx
     admin.add_routes(app)
     return app

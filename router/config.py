@@ -352,6 +352,8 @@ def load_toml(path: str | Path) -> RouterConfig:
             data = tomllib.load(fh)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file {p} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from exc
     try:

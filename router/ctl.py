@@ -81,11 +81,30 @@ def format_state(state: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _error_text(resp: httpx.Response, base: str, token: str | None) -> str:
+    """The router's OpenAI-style error message, or a hint when the answer is not the router's."""
+    try:
+        message = str(resp.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        message = resp.text.strip()[:200] or (
+            f"no message; is {base} the router's admin listener (default port 8001)?"
+        )
+    if resp.status_code == 401:
+        message += (
+            "; pass --token or set SPECSWITCH_ADMIN_TOKEN"
+            if not token
+            else "; the --token / SPECSWITCH_ADMIN_TOKEN given is not the router's"
+        )
+    return message
+
+
 def ctl_main(args: argparse.Namespace) -> int:
     base = (args.admin or os.environ.get("SPECSWITCH_ADMIN_URL") or DEFAULT_ADMIN).rstrip("/")
     token = args.token or os.environ.get("SPECSWITCH_ADMIN_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     cmd = args.ctl_command
+    if not args.timeout > 0:
+        raise UserError(f"--timeout must be > 0 seconds, not {args.timeout}")
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=args.timeout) as client:
             if cmd == "state":
@@ -118,12 +137,14 @@ def ctl_main(args: argparse.Namespace) -> int:
             "is it running? pass --admin URL"
         ) from exc
     if resp.status_code >= 400:
-        try:
-            message = resp.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = resp.text.strip()
-        raise UserError(f"{cmd}: HTTP {resp.status_code}: {message}")
-    data = resp.json()
+        raise UserError(f"{cmd}: HTTP {resp.status_code}: {_error_text(resp, base, token)}")
+    try:
+        data = resp.json()
+    except ValueError as exc:
+        raise UserError(
+            f"{cmd}: {base} answered HTTP {resp.status_code} without JSON; "
+            "is --admin the router's admin listener (default port 8001)?"
+        ) from exc
     if cmd == "state" and not args.json:
         print(format_state(data))
     else:

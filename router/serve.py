@@ -107,12 +107,18 @@ async def run(config: RouterConfig, profile: str, speedup: float) -> int:
             profile, speedup,
         )  # fmt: skip
         try:
-            from specswitch.loadtest.emulator import start_group
+            from specswitch.loadtest.emulator import ProfileError, load_profile, start_group
         except ImportError as exc:
             raise UserError(
                 f"the embedded default needs the emulator ({exc}); pass --group instead"
             ) from exc
-        group = await start_group(profile, host="127.0.0.1", speedup=speedup)
+        if not speedup > 0:
+            raise UserError(f"--speedup must be > 0 (1 = real time), not {speedup}")
+        try:
+            loaded = load_profile(profile)
+        except (ProfileError, OSError) as exc:
+            raise UserError(f"--profile {profile}: {exc}") from exc
+        group = await start_group(loaded, host="127.0.0.1", speedup=speedup)
         config = dataclasses.replace(
             config, groups=(GroupConfig("emulated", group.spec_url, group.baseline_url),)
         )

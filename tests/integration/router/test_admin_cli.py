@@ -90,3 +90,58 @@ def test_serve_rejects_bad_flags_in_one_line(capsys: pytest.CaptureFixture[str])
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "policy.low" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--profile", "no-such-profile"], "--profile no-such-profile: unknown profile"),
+        (["--speedup", "0"], "--speedup must be > 0"),
+        (["--config", "."], "cannot read config file"),
+    ],
+)
+def test_serve_bad_embedded_default_is_one_line(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listen = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-level", "error"]
+    assert cli_main(["serve", *listen, *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+
+
+async def test_admin_errors_are_openai_json(upstreams, make_router) -> None:
+    spec, base = upstreams
+    router = await make_router((GroupConfig("g0", spec.url, base.url),))
+    group = {"name": "g0", "spec_url": spec.url, "baseline_url": base.url}
+    async with aiohttp.ClientSession() as s:
+        for method, path, status in (
+            ("GET", "/admin/nope", 404),
+            ("PUT", "/admin/policy", 405),
+            ("POST", "/admin/groups", 409),
+        ):
+            async with s.request(method, router.admin_url + path, json=group) as r:
+                assert r.status == status
+                error = (await r.json())["error"]
+                assert set(error) == {"message", "type", "code"}, error
+                assert error["type"] != "server_error", error
+        async with s.patch(router.admin_url + "/admin/policy", data=b"x" * (2 << 20)) as r:
+            assert r.status == 413 and "error" in await r.json()
+
+
+async def test_ctl_explains_a_missing_token_and_a_wrong_url(
+    upstreams, make_router, capsys, monkeypatch
+) -> None:
+    spec, base = upstreams
+    router = await make_router((GroupConfig("g0", spec.url, base.url),), admin_token="tok")
+    monkeypatch.delenv("SPECSWITCH_ADMIN_TOKEN", raising=False)
+
+    def ctl(*args: str) -> int:
+        return cli_main(["ctl", *args])
+
+    assert await asyncio.to_thread(ctl, "--admin", router.admin_url, "state") == 2
+    assert "pass --token or set SPECSWITCH_ADMIN_TOKEN" in capsys.readouterr().err
+    assert await asyncio.to_thread(ctl, "--admin", router.url, "--token", "tok", "state") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "HTTP 404" in err[0]
+    assert await asyncio.to_thread(ctl, "--admin", router.admin_url, "--timeout", "0", "state") == 2
+    assert "--timeout must be > 0" in capsys.readouterr().err
