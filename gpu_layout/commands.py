@@ -163,14 +163,24 @@ def run_table(args: argparse.Namespace) -> int:
 
 
 def write_atomic(path: str, text: str) -> None:
+    """Write via a temp file + rename (nothing half-written); UserError when it cannot."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+    if target.is_dir():
+        raise UserError(f"--output {path} is a directory; give a file path such as {path}/plan.env")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise UserError(
+            f"cannot write --output {path}: {exc.strerror or exc} (does {target.parent} exist?)"
+        ) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise UserError(f"cannot write --output {path}: {exc.strerror or exc}") from exc
         raise
 
 

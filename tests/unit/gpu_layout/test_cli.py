@@ -188,3 +188,12 @@ def test_check_round_trip(capsys, tmp_path: Path, argv):
     code, out, _ = run(capsys, "check", str(target))
     assert code == 0, out
     assert "CHECK OK" in out
+
+
+def test_unwritable_output_is_one_line_and_leaves_nothing(capsys, tmp_path: Path):
+    base = ("plan", "--model", "llama-3.1-8b", "--format", "env", "--output")
+    code, _, err = run(capsys, *base, str(tmp_path / "missing" / "plan.env"))
+    assert code == 2 and err.count("\n") == 1 and "cannot write --output" in err
+    code, _, err = run(capsys, *base, str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "is a directory" in err
+    assert list(tmp_path.iterdir()) == []
