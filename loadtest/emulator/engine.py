@@ -120,8 +120,31 @@ class Engine:
         return len(self.waiting)
 
     @property
-    def used_tokens(self) -> int:
+    def pool_tokens(self) -> int:
+        """KV slots occupied: live requests' own tokens plus the whole prefix cache
+        (evictable blocks included). What admission and retraction plan against."""
         return self.own_tokens + self.cache.tokens
+
+    @property
+    def evictable_tokens(self) -> int:
+        """Cached tokens no running request locks (freed on demand)."""
+        return self.cache.evictable_tokens
+
+    @property
+    def used_tokens(self) -> int:
+        """SGLang's ``num_used``: max_total_num_tokens - (available + evictable), i.e. the
+        tokens of running requests and the cached prefixes they lock. A warm but idle
+        server reports 0."""
+        return self.pool_tokens - self.cache.evictable_tokens
+
+    @property
+    def token_usage(self) -> float:
+        return self.used_tokens / self.capacity
+
+    @property
+    def waiting_tokens(self) -> int:
+        """Tokens (prompt + output so far) of the queued requests: /get_load adds them."""
+        return sum(len(r.input_ids) + len(r.out_ids) for r in self.waiting)
 
     def has_work(self) -> bool:
         return bool(self.running or self.prefilling or self.waiting)
@@ -170,7 +193,7 @@ class Engine:
                 req.params.max_new_tokens - len(req.out_ids), CLIP_MAX_NEW_TOKENS_ESTIMATION
             )
             reserve = max(0, min(reserve, cap - len(ids)))
-            short = self.used_tokens + (self.reserved + reserve) * ratio + uncached - cap
+            short = self.pool_tokens + (self.reserved + reserve) * ratio + uncached - cap
             if short > 0:
                 short -= self.cache.evict(int(short) + 1)
             if short > 0 and self.num_running > 0:
@@ -196,7 +219,7 @@ class Engine:
         retract_decode) and the new-token ratio is reset."""
         per_req = self.draft_tokens or 1
         need = len(self.running) * per_req
-        free = self.capacity - self.used_tokens
+        free = self.capacity - self.pool_tokens
         if need > free:
             free += self.cache.evict(need - free)
         while need > free and len(self.running) > 1:
@@ -277,7 +300,7 @@ class Engine:
                     req.accepted_tokens += emitted - 1
             self.stats.on_decode_step(self, step.seconds)
         if not self.has_work():
-            self.stats.refresh_gauges(self)
+            self.stats.refresh_gauges(self, "idle")
         self._notify()
 
     def _release(self, req: Request) -> int:

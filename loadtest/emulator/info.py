@@ -125,6 +125,13 @@ def server_info(server: EmulatedServer) -> dict[str, Any]:
             # times the shared GPU loop fell > 0.5 s behind its schedule (CPU-bound emulator)
             "lag_resets": server.gpu.lag_resets if server.gpu is not None else 0,
             "num_retracted_reqs": engine.num_retracted,
+            # not in SGLang's API: the prefix cache behind the gauges (used_tokens excludes
+            # the evictable part), and the lifetime hit rate (cached / prompt tokens)
+            "prefix_cache_tokens": engine.cache.tokens,
+            "evictable_tokens": engine.evictable_tokens,
+            "prompt_cache_hit_rate": stats.cached_tokens_total / stats.prompt_tokens_total
+            if stats.prompt_tokens_total
+            else 0.0,
         },
     )
     return info
@@ -146,7 +153,8 @@ async def get_load(request: web.Request) -> web.Response:
                 "dp_rank": 0,
                 "num_reqs": engine.num_running + engine.num_waiting,
                 "num_waiting_reqs": engine.num_waiting,
-                "num_tokens": engine.used_tokens,
+                # SGLang: num_used (evictable cache excluded) + tokens of queued requests
+                "num_tokens": engine.used_tokens + engine.waiting_tokens,
             }
         ]
     )
@@ -161,9 +169,9 @@ async def v1_loads(request: web.Request) -> web.Response:
         "num_waiting_reqs": engine.num_waiting,
         "num_used_tokens": engine.used_tokens,
         "max_total_num_tokens": engine.capacity,
-        "token_usage": engine.used_tokens / engine.capacity,
-        "gen_throughput": stats.gen_throughput,
-        "cache_hit_rate": stats.cache_hit_rate,
+        "token_usage": round(engine.token_usage, 4),
+        "gen_throughput": round(stats.gen_throughput, 2),
+        "cache_hit_rate": round(stats.cache_hit_rate, 4),
         "max_running_requests": engine.max_running,
         "speculative": None,
     }

@@ -19,75 +19,19 @@ if TYPE_CHECKING:
 
 DECODE_LOG_INTERVAL = 40
 
-TTFT_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.2,
-    0.4,
-    0.6,
-    0.8,
-    1.0,
-    2.0,
-    4.0,
-    6.0,
-    8.0,
-    10.0,
-    20.0,
-    40.0,
-    60.0,
-    80.0,
-    100.0,
-    200.0,
-    400.0,
+
+def _buckets(bounds: str) -> tuple[float, ...]:
+    """Histogram bucket upper bounds written as one space-separated line."""
+    return tuple(float(b) for b in bounds.split())
+
+
+# SGLang's default bucket bounds (seconds)
+TTFT_BUCKETS = _buckets("0.01 0.025 0.05 0.1 0.2 0.4 0.6 0.8 1 2 4 6 8 10 20 40 60 80 100 200 400")
+ITL_BUCKETS = _buckets(
+    "0.002 0.004 0.006 0.008 0.01 0.015 0.02 0.025 0.03 0.035 0.04 0.06 0.08 0.1 0.2 0.4 0.6 "
+    "0.8 1 2 4 6 8"
 )
-ITL_BUCKETS = (
-    0.002,
-    0.004,
-    0.006,
-    0.008,
-    0.01,
-    0.015,
-    0.02,
-    0.025,
-    0.03,
-    0.035,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.2,
-    0.4,
-    0.6,
-    0.8,
-    1.0,
-    2.0,
-    4.0,
-    6.0,
-    8.0,
-)
-E2E_BUCKETS = (
-    0.1,
-    0.2,
-    0.4,
-    0.6,
-    0.8,
-    1.0,
-    2.0,
-    4.0,
-    6.0,
-    8.0,
-    10.0,
-    20.0,
-    40.0,
-    60.0,
-    80.0,
-    100.0,
-    200.0,
-    400.0,
-    800.0,
-)
+E2E_BUCKETS = _buckets("0.1 0.2 0.4 0.6 0.8 1 2 4 6 8 10 20 40 60 80 100 200 400 800")
 
 
 class Histogram:
@@ -175,29 +119,35 @@ class EngineStats:
 
     def on_prefill_step(self, engine: Engine, seconds: float) -> None:
         self.busy_seconds += seconds
-        self.refresh_gauges(engine)
+        self.refresh_gauges(engine, "prefill")
 
     def on_decode_step(self, engine: Engine, seconds: float) -> None:
         self.busy_seconds += seconds
         self.decode_steps += 1
         self._decode_since_log += 1
         if self._decode_since_log >= DECODE_LOG_INTERVAL:
-            self.refresh_gauges(engine)
+            self.refresh_gauges(engine, "decode")
 
-    def refresh_gauges(self, engine: Engine) -> None:
+    def refresh_gauges(self, engine: Engine, source: str = "idle") -> None:
+        """Refresh the gauges as SGLang's scheduler does from ``source``: a prefill batch
+        (``cache_hit_rate`` = cached / prompt tokens of the requests it admitted), a decode
+        log (which sets ``cache_hit_rate`` to 0) or going idle. Token usage excludes the
+        evictable prefix cache (see Engine.used_tokens)."""
         now = time.perf_counter()
         self._decode_since_log = 0
         self.num_running_reqs = engine.num_running
         self.num_queue_reqs = engine.num_waiting
         self.num_used_tokens = engine.used_tokens
-        self.token_usage = engine.used_tokens / engine.capacity
+        self.token_usage = engine.token_usage
         elapsed = now - self._win_start
         if elapsed > 0 and (self._win_tokens or engine.num_running):
             self.gen_throughput = self._win_tokens / elapsed
         elif not engine.num_running:
             self.gen_throughput = 0.0
-        if self._win_prompt:
-            self.cache_hit_rate = self._win_cached / self._win_prompt
+        if source == "prefill":
+            self.cache_hit_rate = self._win_cached / self._win_prompt if self._win_prompt else 0.0
+        elif source == "decode":
+            self.cache_hit_rate = 0.0
         if self.spec and self._win_verify:
             self.spec_accept_length = self._win_spec_tokens / self._win_verify
             draft = engine.draft_tokens

@@ -130,3 +130,28 @@ def test_pool_overflow_retracts_and_the_output_is_unchanged() -> None:
     run(solo)
     assert a.out_ids == ref.out_ids
     assert eng.own_tokens == 0 and eng.reserved == 0
+
+
+def test_used_tokens_exclude_the_evictable_prefix_cache_as_sglang() -> None:
+    eng = make_engine(kv_tokens=10_000)
+    eng.submit(req("warm", n_prompt=320, max_new=16))
+    run(eng)
+    # idle and warm: the pool holds the cached tokens, SGLang's num_used is 0
+    assert eng.pool_tokens == eng.evictable_tokens == 336  # 21 blocks of prompt + output
+    assert eng.used_tokens == 0 and eng.token_usage == 0.0
+    assert eng.stats.num_used_tokens == 0 and eng.stats.token_usage == 0.0
+    # a running request counts its own tokens and the cached prefix it locks
+    hit = req("hit", n_prompt=320, max_new=1000)
+    eng.submit(hit)
+    eng.apply_step(eng.plan_step())  # prefill
+    assert hit.cached_tokens == 304  # 19 whole blocks; at least one prompt token recomputed
+    assert eng.stats.cache_hit_rate == pytest.approx(304 / 320)
+    assert eng.used_tokens == 320 + 1  # locked prefix + recomputed prompt + first token
+    assert eng.evictable_tokens == 336 - 304
+    for _ in range(40):  # a decode log interval: SGLang sets cache_hit_rate to 0 there
+        eng.apply_step(eng.plan_step())
+    assert eng.stats.cache_hit_rate == 0.0
+    assert eng.stats.num_used_tokens == eng.used_tokens == 320 + 41
+    # queued requests add their tokens to /get_load's num_tokens (waiting_tokens)
+    eng.submit(req("queued", n_prompt=50, base=7000))
+    assert eng.waiting_tokens == 50
