@@ -74,6 +74,10 @@ class PolicyConfig:
     spec_queue_max: int = 2  # leave spec when its server queues more requests than this
     tick_s: float = 0.1  # policy evaluation period: a dial change applies within one tick
     load_signal: str = "local"  # local | max (max of local in-flight and servers' running+waiting)
+    # Migration (docs/kv-aware.md): move a long greedy native /generate stream (input_ids)
+    # off a draining pool onto the active one, stitched into the same client stream.
+    migrate: bool = False
+    migrate_min_remaining_tokens: int = 64  # ...only when at least this much is left to generate
 
     def validate(self) -> PolicyConfig:
         if self.mode not in MODES:
@@ -104,6 +108,7 @@ class PolicyConfig:
         _at_least("policy.affinity_load_ratio", self.affinity_load_ratio, 1.0)
         _at_least("policy.affinity_load_slack", self.affinity_load_slack, 0)
         _at_least("policy.spec_queue_max", self.spec_queue_max, 0)
+        _at_least("policy.migrate_min_remaining_tokens", self.migrate_min_remaining_tokens, 1)
         for key in ("drain_kv_headroom", "spec_kv_fit", "spec_kv_high"):
             value = getattr(self, key)
             if not 0 < value <= 1:

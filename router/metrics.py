@@ -68,6 +68,12 @@ class RouterMetrics:
             buckets=_OVERHEAD_BUCKETS,
             registry=self.registry,
         )
+        self.migrations = Counter(
+            "specswitch_migrations",
+            "Native /generate streams moved off a draining pool mid-generation",
+            ("group", "from_pool", "to_pool"),
+            registry=self.registry,
+        )
         self.registry.register(_StateCollector(groups, policy))
         # Cached label children: the hot path does one dict lookup instead of .labels().
         self._request_children: dict[tuple[str, str, str], Counter] = {}

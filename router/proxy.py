@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from . import migration
 from .context import CTX, RouterContext
 from .errors import error_response, sse_error
 from .selection import RequestInfo, Route, Usage
@@ -159,6 +160,10 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
     if encoding:  # bodies are relayed as they are: keep their encoding visible
         out_headers["Content-Encoding"] = encoding
     if ctype.startswith("text/event-stream"):
+        if info.path == "/generate" and ctx.config.policy.migrate:  # docs/kv-aware.md
+            if plan := migration.plan(body_dict):
+                return await migration.relay(ctx, request, route, info, upstream, out_headers,
+                                             t0, pre_send, plan, headers)  # fmt: skip
         return await _relay_stream(ctx, request, route, info, upstream, out_headers, ctype, t0,
                                    pre_send)  # fmt: skip
     return await _relay_whole(ctx, route, info, upstream, out_headers, ctype, t0, pre_send)
