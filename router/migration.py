@@ -306,6 +306,8 @@ async def _migrate(
     headers["X-Request-Id"] = rid
     client = ctx.upstream
     assert client is not None
+    from .proxy import _note_connect_failure  # proxy imports this module
+
     target.acquire()
     up: Response | None = None
     t_send = perf_counter()
@@ -326,6 +328,8 @@ async def _migrate(
         if up is not None:
             up.close()
         _leave(ctx, new, info, notify=False)
+        if not isinstance(exc, BodyError):
+            _note_connect_failure(ctx, target, exc)
         ctx.log.warning(
             "event=migration_failed rid=%s group=%s from=%s to=%s error=%r",
             info.request_id, group.name, old.pool.pool, target.pool, exc,

@@ -21,7 +21,8 @@ from .conftest import (
     stream_generate,
 )
 
-MAX_NEW = 1200
+MAX_NEW = 500
+SWITCH_AT = 5  # events read before the forced switch
 MIGRATIONS = 'specswitch_migrations_total{from_pool="spec",group="g0",to_pool="baseline"}'
 ABORTED = "sglang:num_aborted_requests_total"
 
@@ -37,13 +38,13 @@ def _body(rid: str, greedy: bool = True, max_new: int = MAX_NEW) -> dict[str, An
 async def _run_switching(
     http: aiohttp.ClientSession, router: Any, body: dict[str, Any]
 ) -> tuple[dict[str, str], list[bytes], list[dict[str, Any]]]:
-    """Stream through the router; after the 3rd event force baseline; snapshot the pools."""
+    """Stream through the router; after SWITCH_AT events force baseline; snapshot the pools."""
     seen: list[dict[str, Any]] = []
 
     async def on_event(i: int) -> None:
-        if i == 3:
+        if i == SWITCH_AT:
             await patch_policy(http, router.admin_url, mode="baseline")
-        if i >= 3 and len(seen) < 40 and i % 5 == 0:
+        if i >= SWITCH_AT and len(seen) < 40 and i % 5 == 0:
             async with http.get(router.admin_url + "/admin/state") as resp:
                 seen.append((await resp.json())["groups"][0]["pools"])
 
@@ -114,3 +115,17 @@ async def test_migrate_off_leaves_streams_alone(
     assert await metric(http, router.admin_url + "/metrics", MIGRATIONS) == 0.0
     assert await metric(http, group.spec_url + "/metrics", ABORTED) == 0.0
     assert any(p["spec"]["state"] == "draining" and p["spec"]["inflight"] == 1 for p in seen)
+
+
+@pytest.mark.timeout(60)
+async def test_unreachable_active_pool_leaves_the_stream_where_it_was(
+    make_stack: Any, http: aiohttp.ClientSession
+) -> None:
+    router, group = await make_stack({"migrate": True})
+    _, ref_events = await stream_generate(http, group.spec_url, _body("mig-4", max_new=600))
+    await group.stop_server("baseline")  # the router still believes it healthy for a moment
+    _, events, _ = await _run_switching(http, router, _body("mig-4", max_new=600))
+    got = reassemble(events, False)
+    assert content_bytes(got) == content_bytes(reassemble(ref_events, False))
+    assert await metric(http, router.admin_url + "/metrics", MIGRATIONS) == 0.0
+    assert await metric(http, group.spec_url + "/metrics", ABORTED) == 0.0
