@@ -128,9 +128,11 @@ class Router:
         self._closed = True
         self.ctx.shutting_down = True
         self.ctx.log.info("event=router_stopping inflight=%d", _inflight(self.ctx))
-        await self._client_runner.cleanup()
-        await self._admin_runner.cleanup()
-        self.ctx.log.info("event=router_stopped")
+        try:
+            await self._client_runner.cleanup()
+        finally:  # also when the graceful wait is cancelled (a second SIGTERM/SIGINT)
+            await self._admin_runner.cleanup()
+            self.ctx.log.info("event=router_stopped inflight=%d", _inflight(self.ctx))
 
 
 def _inflight(ctx: RouterContext) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -140,12 +141,25 @@ async def run(config: RouterConfig, profile: str, speedup: float) -> int:
     try:
         await stop.wait()
         log.info(
-            "event=shutdown_signal grace_s=%s inflight=%d",
+            "event=shutdown_signal grace_s=%s inflight=%d msg=%r",
             config.proxy.shutdown_grace_s,
             sum(g.inflight for g in router.registry.groups),
+            "in-flight requests may finish; a second signal stops at once",
         )
+        closing = asyncio.ensure_future(router.close())
+
+        def force() -> None:
+            log.warning(
+                "event=shutdown_forced inflight=%d", sum(g.inflight for g in router.registry.groups)
+            )
+            closing.cancel()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, force)
+        with contextlib.suppress(asyncio.CancelledError):
+            await closing
     finally:
-        await router.close()
+        await router.close()  # no-op after a graceful close; cleans up after an error
         if group is not None:
             await group.close()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -77,3 +77,30 @@ async def test_embedded_default_and_sigterm_lets_streams_finish() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_second_signal_stops_without_waiting_for_the_grace() -> None:
+    proc, url, admin_url, logs = await _start_serve("--speedup", "1", "--shutdown-grace", "600")
+    try:
+        async with aiohttp.ClientSession() as s:
+            # ~30 s of generation in real time, far beyond what the test waits for.
+            long_task = asyncio.ensure_future(chat_stream(s, url, max_tokens=3000, ignore_eos=True))
+            await wait_state_url(s, admin_url, lambda st: st["groups"][0]["inflight"] == 1)
+            proc.send_signal(signal.SIGTERM)
+            for _ in range(1000):  # the first signal was handled: graceful wait under way
+                if any("event=router_stopping" in line for line in logs):
+                    break
+                await asyncio.sleep(0.01)
+            assert proc.returncode is None
+            proc.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(proc.wait(), 20) == 0  # not the 600 s grace
+            result = await asyncio.wait_for(long_task, 20)
+            # cut, as asked: the emulator ends it with finish_reason "abort" (or the link breaks)
+            assert result.completion_tokens != 3000 and (
+                result.finish_reason == "abort" or result.error
+            ), result
+        assert any("event=shutdown_forced" in line for line in logs)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
