@@ -50,7 +50,7 @@ class Response(asyncio.Protocol):
 
     __slots__ = (
         "_buf", "_buffered", "_chunks", "_error", "_key", "_pool", "_remaining", "_state",
-        "_waiter", "closed", "content_type", "headers", "keep_alive", "paused", "status",
+        "_waiter", "closed", "content_type", "headers", "idle", "keep_alive", "paused", "status",
         "transport",
     )  # fmt: skip
 
@@ -59,6 +59,7 @@ class Response(asyncio.Protocol):
         self._key = key
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.idle = False  # in the pool's idle list (so forgetting it is O(1) otherwise)
         self._reset()
 
     def _reset(self) -> None:
@@ -327,6 +328,7 @@ class UpstreamPool:
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
+            conn.idle = False
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 return conn
         return None
@@ -337,9 +339,14 @@ class UpstreamPool:
             conn.abort()
             return
         conn._reset()
+        conn.idle = True
         idle.append(conn)
 
     def _forget(self, conn: Response) -> None:
+        """A connection closed: drop it from the idle list (only idle ones are there)."""
+        if not conn.idle:
+            return
+        conn.idle = False
         idle = self._idle.get(conn._key)
         if idle and conn in idle:
             idle.remove(conn)
@@ -395,5 +402,6 @@ class UpstreamPool:
     def close(self) -> None:
         for idle in self._idle.values():
             for conn in list(idle):
+                conn.idle = False
                 conn.abort()
         self._idle.clear()

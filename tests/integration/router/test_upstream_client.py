@@ -149,3 +149,33 @@ async def test_interim_100_continue_is_skipped(raw_server) -> None:
     assert await resp.read_all() == b"[1]"
     resp.close()
     pool.close()
+
+
+async def test_idle_list_holds_only_reusable_connections(raw_server) -> None:
+    """A connection the server closes leaves the idle list; aborting a busy one never scans it."""
+    closing = asyncio.Event()
+
+    async def serve(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        await closing.wait()
+        writer.close()
+
+    url = await raw_server(serve)
+    pool = UpstreamPool()
+    responses = [await pool.request("POST", url, "/", {}, b"") for _ in range(3)]
+    for resp in responses[:2]:
+        assert await resp.read_all() == b"ok"
+        resp.close()
+    (idle,) = pool._idle.values()
+    assert len(idle) == 2 and all(c.idle for c in idle)
+    responses[2].abort()  # a busy connection (unread body): not in the list, list unchanged
+    assert len(idle) == 2 and not responses[2].idle
+    closing.set()
+    for _ in range(200):
+        if not idle:
+            break
+        await asyncio.sleep(0.01)
+    assert idle == [] and not any(r.idle for r in responses)
+    pool.close()
