@@ -108,6 +108,7 @@ class Stitch:
     migrations: int = 0
     orig_meta: dict[str, Any] = field(default_factory=dict)  # id, prompt/cached tokens
     finished: bool = False  # a finish_reason was seen
+    pending: bytes | None = None  # the latest cumulative event, not parsed yet
     opaque: bool = False  # an event we cannot follow (error, odd shape): never migrate
     final_usage: Usage | None = None
 
@@ -123,6 +124,20 @@ class Stitch:
         payload = ev[5:].strip()
         if payload == b"[DONE]":
             return raw
+        if self.migrations == 0 and self.client_mode == "cum" and not self.opaque:
+            # A cumulative event holds the whole output so far: parse only the latest, when
+            # a decision needs it (`sync`), not every event of a long stream.
+            self.pending = payload
+            return raw
+        return self._apply(payload, raw)
+
+    def sync(self) -> None:
+        """Fold in the latest cumulative event not parsed yet."""
+        if self.pending is not None:
+            payload, self.pending = self.pending, None
+            self._apply(payload, b"")
+
+    def _apply(self, payload: bytes, raw: bytes) -> bytes:
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
@@ -182,6 +197,7 @@ class Stitch:
 
     def continuation(self, rid: str) -> bytes:
         """The body of the request that continues this stream elsewhere."""
+        self.sync()
         body = dict(self.plan.body)
         done = self.sent_count
         sp = dict(body["sampling_params"])
@@ -195,6 +211,7 @@ class Stitch:
 
     def rebase(self, now: float) -> None:
         """The new upstream took over: what was sent becomes the base."""
+        self.sync()
         self.base_ids = self.base_ids + self.up_ids
         self.base_text = self.base_text + self.up_text
         self.up_ids, self.up_text = [], ""
@@ -205,7 +222,10 @@ class Stitch:
 def wanted(ctx: RouterContext, st: Stitch, route: Route) -> bool:
     """Should this stream move now? Cheap first test: its pool is still active."""
     pool = route.pool
-    if pool.state == ACTIVE or st.opaque or st.finished or st.client_mode is None:
+    if pool.state == ACTIVE:
+        return False
+    st.sync()
+    if st.opaque or st.finished or st.client_mode is None:
         return False
     policy = ctx.config.policy
     group = route.group
@@ -277,6 +297,7 @@ async def relay(
                 upstream.close()  # aborts the old request; nothing more of it is read
                 route, upstream, buf = moved
         await resp.write_eof()
+        st.sync()  # the final usage, for the selector's accounting
         return resp
     except ConnectionResetError:  # our client went away while we wrote to it
         return resp

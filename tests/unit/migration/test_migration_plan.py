@@ -88,3 +88,17 @@ def test_policy_keys_validated() -> None:
     assert PolicyConfig().migrate is False
     with pytest.raises(ConfigError, match="migrate_min_remaining_tokens"):
         PolicyConfig(migrate_min_remaining_tokens=0).validate()
+
+
+def test_cumulative_events_are_parsed_lazily_but_fully_accounted() -> None:
+    p = plan(_body(max_new_tokens=10))
+    assert p is not None
+    st = Stitch(p, 0.0, 0.0)
+    for ids in ([1], [1, 2], [1, 2, 3], [1, 2, 3, 4]):
+        st.on_event(_ev(ids, "".join(f" w{i}" for i in ids), len(ids)))
+    assert st.pending is not None  # the latest one waits for a decision
+    body = orjson.loads(st.continuation("r-m1"))
+    assert body["input_ids"][3:] == [1, 2, 3, 4] and body["sampling_params"]["max_new_tokens"] == 6
+    st.on_event(_ev([1, 2, 3, 4, 5], " w1 w2 w3 w4 w5", 5, {"type": "length", "length": 10}))
+    st.sync()
+    assert st.finished and st.final_usage is not None and st.final_usage.completion_tokens == 5
