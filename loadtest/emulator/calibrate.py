@@ -128,7 +128,10 @@ async def measure_point(
         # every client admitted and past its prefill; a few steps more
         target = min(concurrency, server.engine.max_running)
         warm = warmup_s if warmup_s is not None else 3 * server.pool.step_seconds(target)
-        await asyncio.sleep(warm / group.speedup)
+        if clock == "gpu":  # the warm-up too, so a stalled host cannot shorten it
+            await group.gpu.wait_sim(warm)
+        else:
+            await asyncio.sleep(warm / group.speedup)
         tok_s = await measure_window(group, pool, window_s, clock)
     wall = time.perf_counter() - t0
     return Point(pool, concurrency, tok_s, server.pool.throughput(concurrency), wall)

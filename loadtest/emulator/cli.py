@@ -8,31 +8,29 @@ from __future__ import annotations
 import argparse
 
 
-def _positive_float(text: str) -> float:
+def _number(text: str, kind: type[int] | type[float], what: str) -> float:
     try:
-        value = float(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text, float, "a number")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    value = int(_number(text, int, "an integer"))
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
     return value
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    value = int(_number(text, int, "a port number"))
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port must be within 0..65535, got {text}")
     return value

@@ -106,7 +106,9 @@ def fit_profile(base: Profile, csv_path: str | Path) -> tuple[Profile, list[FitR
         if points[name]:
             res = fit_pool(name, pool, points[name])
             results.append(res)
-            pool = dataclasses.replace(pool, step_t0_ms=res.t0_ms, step_t1_ms=res.t1_ms)
+            pool = dataclasses.replace(
+                pool, step_t0_ms=res.t0_ms, step_t1_ms=res.t1_ms, step_ms_table=()
+            )
         pools[name] = pool
     stem = Path(csv_path).stem
     fitted = dataclasses.replace(
@@ -143,7 +145,7 @@ def profile_to_toml(profile: Profile, header: str = "") -> str:
         pool = profile.pool(name)
         for f in dataclasses.fields(PoolProfile):
             value = getattr(pool, f.name)
-            if value is not None:
+            if value is not None and value != ():
                 lines.append(f"{f.name} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"
 

@@ -121,6 +121,7 @@ def server_info(server: EmulatedServer) -> dict[str, Any]:
             "speedup": server.speedup,
             "step_t0_ms": server.pool.step_t0_ms,
             "step_t1_ms": server.pool.step_t1_ms,
+            "step_ms_table": [list(p) for p in server.pool.step_ms_table] or None,
             "accept_length": server.pool.accept_length,
             # times the shared GPU loop fell > 0.5 s behind its schedule (CPU-bound emulator)
             "lag_resets": server.gpu.lag_resets if server.gpu is not None else 0,

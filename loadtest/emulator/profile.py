@@ -6,6 +6,7 @@ Per-run overrides (CLI flags / ``start_group(overrides=...)``) replace single fi
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import tomllib
@@ -51,6 +52,11 @@ class PoolProfile:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
+    # Optional decode step times at given batch sizes, ((batch, ms), ...), batch 1 first.
+    # When set, a step over B requests takes the linear interpolation between the points
+    # around B and, past the last point, that point's time + step_t1_ms per extra request;
+    # step_t0_ms stays the fixed cost of a prefill step.
+    step_ms_table: tuple[tuple[int, float], ...] = ()
 
     @property
     def is_spec(self) -> bool:
@@ -58,7 +64,18 @@ class PoolProfile:
 
     def step_seconds(self, batch: int) -> float:
         """Simulated duration of one decode step over ``batch`` requests."""
-        return (self.step_t0_ms + self.step_t1_ms * batch) / 1000.0
+        table = self.step_ms_table
+        if not table:
+            return (self.step_t0_ms + self.step_t1_ms * batch) / 1000.0
+        i = bisect.bisect_left(table, (batch, -math.inf))
+        if i == len(table):
+            last_b, last_ms = table[-1]
+            return (last_ms + self.step_t1_ms * (batch - last_b)) / 1000.0
+        b1, ms1 = table[i]
+        if b1 == batch or i == 0:
+            return ms1 / 1000.0
+        b0, ms0 = table[i - 1]
+        return (ms0 + (ms1 - ms0) * (batch - b0) / (b1 - b0)) / 1000.0
 
     def throughput(self, batch: int) -> float:
         """Model output tokens/s at a steady batch (capped at max_running_requests)."""
@@ -83,6 +100,8 @@ class PoolProfile:
             raise bad("prefill_tokens_per_s", f"must be > 0, got {self.prefill_tokens_per_s}")
         if self.chunked_prefill_size < 1:
             raise bad("chunked_prefill_size", f"must be >= 1, got {self.chunked_prefill_size}")
+        if self.step_ms_table:
+            _check_step_table(self.step_ms_table, bad)
         if self.is_spec:
             draft = self.speculative_num_draft_tokens
             if draft is None or draft < 2:
@@ -163,6 +182,24 @@ class Profile:
         ).validate()
 
 
+def _check_step_table(table: Any, bad: Any) -> None:
+    why = "must be [[batch, ms], ...] from batch 1, batches increasing, ms > 0 non-decreasing"
+    prev_b, prev_ms = 0, 0.0
+    for point in table:
+        ok = (
+            isinstance(point, tuple)
+            and len(point) == 2
+            and isinstance(point[0], int)
+            and isinstance(point[1], int | float)
+            and math.isfinite(point[1])
+        )
+        if not ok or point[0] <= prev_b or not point[1] > 0 or point[1] < prev_ms:
+            raise bad("step_ms_table", f"{why}; bad point {point!r}")
+        if prev_b == 0 and point[0] != 1:
+            raise bad("step_ms_table", f"{why}; it starts at batch {point[0]}")
+        prev_b, prev_ms = point
+
+
 _POOL_FIELDS = {f.name for f in dataclasses.fields(PoolProfile)}
 _TOP_FIELDS = {f.name for f in dataclasses.fields(Profile)} - {"spec", "baseline", "extra"}
 
@@ -184,6 +221,14 @@ def _pool_from_table(table: Any, where: str) -> PoolProfile:
             "max_running_requests": SPEC_DEFAULT_MAX_RUNNING
             if spec
             else BASELINE_DEFAULT_MAX_RUNNING,
+        }
+    if "step_ms_table" in table:
+        points = table["step_ms_table"]
+        if not isinstance(points, list):
+            raise ProfileError(f"[{where}].step_ms_table: must be a list of [batch, ms] pairs")
+        table = {
+            **table,
+            "step_ms_table": tuple(tuple(p) if isinstance(p, list) else p for p in points),
         }
     try:
         return PoolProfile(**table)

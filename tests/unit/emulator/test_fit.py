@@ -56,3 +56,21 @@ def test_bad_csv_is_refused_with_the_reason(tmp_path, text, match) -> None:
     path.write_text(text)
     with pytest.raises(ProfileError, match=match):
         fit_profile(load_profile("seed-glm5-rtxpro6000"), path)
+
+
+def test_a_fitted_pool_drops_its_step_table_the_other_keeps_it(tmp_path) -> None:
+    base = load_profile("paper-h100-llama31-8b")
+    assert base.spec.step_ms_table
+    csv_path = tmp_path / "b.csv"
+    write_csv(csv_path, [("baseline", 1, 150.0), ("baseline", 64, 5000.0)])
+    prof, _ = fit_profile(base, csv_path)
+    assert prof.spec == base.spec and prof.baseline.step_ms_table == ()
+    out = tmp_path / "fitted.toml"
+    write_profile(prof, out)
+    again = load_profile(str(out))
+    assert again.spec.step_ms_table == base.spec.step_ms_table
+    assert again.spec.step_seconds(40) == base.spec.step_seconds(40)
+    csv_path.write_text("pool,concurrency,output_tok_s\nspec,1,300\nspec,16,2000\n")
+    refit, _ = fit_profile(base, csv_path)
+    assert refit.spec.step_ms_table == ()
+    assert refit.spec.step_seconds(16) == pytest.approx(16 * 3.0 / 2000, rel=1e-6)

@@ -69,3 +69,42 @@ def test_max_running_requests_defaults_to_sglang_caps(tmp_path) -> None:
     prof = load_profile(str(path))
     assert prof.spec.max_running_requests == 48
     assert prof.baseline.max_running_requests == 1024
+
+
+def _table_profile(tmp_path, table: str) -> str:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        'name = "t"\n'
+        "[spec]\nstep_t0_ms = 9\nstep_t1_ms = 0.5\nkv_tokens = 10000\naccept_length = 2.0\n"
+        'speculative_algorithm = "EAGLE3"\nspeculative_num_draft_tokens = 4\n'
+        f"step_ms_table = {table}\n"
+        "[baseline]\nstep_t0_ms = 10\nstep_t1_ms = 0.5\nkv_tokens = 20000\n"
+    )
+    return str(path)
+
+
+def test_step_table_interpolates_and_extends_with_t1(tmp_path) -> None:
+    spec = load_profile(_table_profile(tmp_path, "[[1, 10.0], [4, 16.0], [8, 20]]")).spec
+    ms = [round(spec.step_seconds(b) * 1000, 6) for b in (1, 2, 4, 6, 8, 10)]
+    assert ms == [10.0, 12.0, 16.0, 18.0, 20.0, 21.0]  # past the last point: + t1 per request
+    assert spec.throughput(4) == pytest.approx(4 * 2.0 / 0.016)
+
+
+@pytest.mark.parametrize(
+    "table",
+    ["[[2, 10.0]]", "[[1, 10.0], [1, 12.0]]", "[[1, 10.0], [2, 9.0]]", "[[1, 0]]", "[1, 2]", "3"],
+)
+def test_bad_step_table_names_the_field(tmp_path, table) -> None:
+    with pytest.raises(ProfileError, match="step_ms_table"):
+        load_profile(_table_profile(tmp_path, table))
+
+
+def test_paper_profile_meets_every_figure_of_the_paper_table() -> None:
+    from specswitch.loadtest.emulator.calibrate import PAPER_BATCH1, PAPER_SPEEDUP
+
+    prof = load_profile("paper-h100-llama31-8b")
+    for batch, speedup in PAPER_SPEEDUP.items():  # all ten batch sizes, 1..64
+        ratio = prof.spec.throughput(batch) / prof.baseline.throughput(batch)
+        assert ratio == pytest.approx(speedup, rel=0.002), batch
+    for pool, figure in PAPER_BATCH1.items():
+        assert prof.pool(pool).throughput(1) == pytest.approx(figure, rel=0.001)
