@@ -17,40 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import signal
-import socket
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import aiohttp
-
-PYTHON = sys.executable
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _spawn(*args: str, ready: bytes) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        PYTHON, "-m", "specswitch", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "SPECSWITCH_ADMIN_TOKEN": ""},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    seen = b""
-    while ready not in seen:
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if not line:
-            raise SystemExit(f"{args[0]} exited before it was ready")
-        seen += line
-    return proc
+from router_procs import emulated_router
 
 
 async def _ttft(session: aiohttp.ClientSession, url: str, body: bytes) -> float:
@@ -89,20 +62,6 @@ def _q(values: list[float], q: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict:
-    spec_port, base_port = _free_port(), _free_port()
-    listen, admin = _free_port(), _free_port()
-    emu = await _spawn(
-        "emulate", "--profile", args.profile, "--spec-port", str(spec_port),
-        "--baseline-port", str(base_port), "--speedup", str(args.speedup),
-        "--log-level", "warning", ready=b"baseline",
-    )  # fmt: skip
-    spec_url = f"http://127.0.0.1:{spec_port}"
-    router = await _spawn(
-        "serve", "--group", f"g0={spec_url},http://127.0.0.1:{base_port}",
-        "--listen", f"127.0.0.1:{listen}", "--admin-listen", f"127.0.0.1:{admin}",
-        "--mode", "spec", "--log-level", "warning", ready=b"serving on",
-    )  # fmt: skip
-    router_url = f"http://127.0.0.1:{listen}"
     body = json.dumps(
         {
             "model": "m",
@@ -112,7 +71,8 @@ async def run(args: argparse.Namespace) -> dict:
         }
     ).encode()
     results: dict = {"speedup": args.speedup, "max_tokens": args.max_tokens, "runs": []}
-    try:
+    async with emulated_router(args.profile, args.speedup, "spec") as stack:
+        spec_url, router_url = stack.spec_url, stack.router_url
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
             await _block(session, spec_url, body, 4, 40)  # warm-up both paths
@@ -148,7 +108,7 @@ async def run(args: argparse.Namespace) -> dict:
                     flush=True,
                 )
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{admin}/metrics") as resp:
+            async with session.get(stack.admin_url + "/metrics") as resp:
                 text = await resp.text()
         m = re.search(r"specswitch_router_overhead_seconds_sum ([0-9.e+-]+)", text)
         n = re.search(r"specswitch_router_overhead_seconds_count ([0-9.e+-]+)", text)
@@ -159,15 +119,6 @@ async def run(args: argparse.Namespace) -> dict:
                 f"mean {results['router_self_reported_mean_ms']:.3f} ms",
                 flush=True,
             )
-    finally:
-        for proc in (router, emu):
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in (router, emu):
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
     return results
 
 

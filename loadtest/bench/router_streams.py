@@ -17,42 +17,16 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
-import sys
 import time
 
 import aiohttp
-
-PYTHON = sys.executable
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from router_procs import emulated_router
 
 
 def _cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def _spawn(*args: str, ready: bytes) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        PYTHON, "-m", "specswitch", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "SPECSWITCH_ADMIN_TOKEN": ""},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    seen = b""
-    while ready not in seen:
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if not line:
-            raise SystemExit(f"{args[0]} exited before it was ready")
-        seen += line
-    return proc
 
 
 async def _load(url: str, concurrency: int, seconds: float, max_tokens: int) -> dict:
@@ -94,24 +68,13 @@ async def _load(url: str, concurrency: int, seconds: float, max_tokens: int) -> 
 
 
 async def run(args: argparse.Namespace) -> list[dict]:
-    spec_port, base_port, listen = _free_port(), _free_port(), _free_port()
-    emu = await _spawn(
-        "emulate", "--profile", args.profile, "--spec-port", str(spec_port),
-        "--baseline-port", str(base_port), "--speedup", str(args.speedup),
-        "--log-level", "warning", ready=b"baseline",
-    )  # fmt: skip
-    base_url = f"http://127.0.0.1:{base_port}"
-    router = await _spawn(
-        "serve", "--group", f"g0=http://127.0.0.1:{spec_port},{base_url}",
-        "--listen", f"127.0.0.1:{listen}", "--admin-listen", "127.0.0.1:0",
-        "--mode", "baseline", "--log-level", "warning", ready=b"serving on",
-    )  # fmt: skip
     rows = []
-    try:
+    async with emulated_router(args.profile, args.speedup, "baseline") as stack:
+        router, base_url = stack.router, stack.baseline_url
         for c in args.concurrency:
             direct = await _load(base_url, c, args.seconds, args.max_tokens)
             cpu0 = _cpu_s(router.pid)
-            routed = await _load(f"http://127.0.0.1:{listen}", c, args.seconds, args.max_tokens)
+            routed = await _load(stack.router_url, c, args.seconds, args.max_tokens)
             cpu = _cpu_s(router.pid) - cpu0
             row = {
                 "concurrency": c,
@@ -126,15 +89,6 @@ async def run(args: argparse.Namespace) -> list[dict]:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    finally:
-        for proc in (router, emu):
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in (router, emu):
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
     return rows
 
 
