@@ -109,6 +109,7 @@ class Stitch:
     orig_meta: dict[str, Any] = field(default_factory=dict)  # id, prompt/cached tokens
     finished: bool = False  # a finish_reason was seen
     pending: bytes | None = None  # the latest cumulative event, not parsed yet
+    stay: bool = False  # a migration attempt failed: this stream finishes where it is
     opaque: bool = False  # an event we cannot follow (error, odd shape): never migrate
     final_usage: Usage | None = None
 
@@ -222,7 +223,7 @@ class Stitch:
 def wanted(ctx: RouterContext, st: Stitch, route: Route) -> bool:
     """Should this stream move now? Cheap first test: its pool is still active."""
     pool = route.pool
-    if pool.state == ACTIVE:
+    if pool.state == ACTIVE or st.stay:
         return False
     st.sync()
     if st.opaque or st.finished or st.client_mode is None:
@@ -292,7 +293,7 @@ async def relay(
                     break
                 moved = await _migrate(ctx, request, route, info, st, fwd_headers)
                 if moved is None:
-                    st.opaque = True  # stay here for good: no retry storm against a bad pool
+                    st.stay = True  # stay here for good: no retry storm against a bad pool
                     break
                 upstream.close()  # aborts the old request; nothing more of it is read
                 route, upstream, buf = moved
