@@ -11,12 +11,13 @@ import asyncio
 import contextlib
 import importlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from . import admin, control, proxy
-from .config import RouterConfig, parse_hostport
+from .config import ConfigError, RouterConfig, parse_hostport
 from .context import CTX, RouterContext
 from .selection import Selector
 from .state import Registry
@@ -49,7 +50,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
     ]
     if ctx.config.scrape.enabled:
         tasks.append(asyncio.create_task(control.scrape_loop(ctx), name="specswitch-scrape"))
-    if ctx.config.discovery.dns_name:
+    if ctx.discovery is not None:
         tasks.append(asyncio.create_task(_run_discovery(ctx), name="specswitch-discovery"))
     try:
         yield
@@ -61,12 +62,23 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
                 await task
 
 
+def _make_discovery(ctx: RouterContext) -> Any:
+    """The DnsDiscovery for [discovery] (None when dns_name is empty); ConfigError if refused."""
+    cfg = ctx.config.discovery
+    if not cfg.dns_name:
+        return None
+    discovery = importlib.import_module(".discovery", __package__)
+    try:
+        return discovery.DnsDiscovery(
+            ctx.registry, cfg.dns_name, cfg.spec_port, cfg.baseline_port, cfg.interval_s
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 async def _run_discovery(ctx: RouterContext) -> None:
     cfg = ctx.config.discovery
-    discovery = importlib.import_module(".discovery", __package__)
-    dns = discovery.DnsDiscovery(
-        ctx.registry, cfg.dns_name, cfg.spec_port, cfg.baseline_port, cfg.interval_s
-    )
+    dns = ctx.discovery
     ctx.log.info(
         "event=discovery_started dns_name=%s spec_port=%d baseline_port=%d interval_s=%s",
         cfg.dns_name, cfg.spec_port, cfg.baseline_port, cfg.interval_s,
@@ -152,6 +164,7 @@ async def start_router(config: RouterConfig, selector: Selector | None = None) -
     """Validate the config, start both listeners and the control loops."""
     config.validate()
     ctx = RouterContext(config, selector)
+    ctx.discovery = _make_discovery(ctx)  # before listening: a refused setting fails startup
     host, port = parse_hostport("listen", config.listen)
     admin_host, admin_port = parse_hostport("admin_listen", config.admin_listen)
     client_runner = web.AppRunner(

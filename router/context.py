@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -41,6 +42,7 @@ class RouterContext:
         self.shutting_down = False
         self.started_at = time.monotonic()
         self.background: set[asyncio.Future[None]] = set()  # e.g. group removals in progress
+        self.discovery: Any = None  # router/discovery.py's DnsDiscovery when [discovery] is set
         for group in config.groups:
             self.registry.add(group)
 

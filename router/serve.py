@@ -129,9 +129,11 @@ async def run(config: RouterConfig, profile: str, speedup: float) -> int:
         )  # fmt: skip
     try:
         router = await start_router(config)
-    except OSError as exc:
+    except (OSError, ConfigError) as exc:
         if group is not None:
             await group.close()
+        if isinstance(exc, ConfigError):
+            raise UserError(str(exc)) from exc
         raise UserError(f"cannot listen ({exc}); choose another --listen/--admin-listen") from exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

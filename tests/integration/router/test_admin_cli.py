@@ -98,6 +98,17 @@ def test_serve_rejects_bad_flags_in_one_line(capsys: pytest.CaptureFixture[str])
         (["--profile", "no-such-profile"], "--profile no-such-profile: unknown profile"),
         (["--speedup", "0"], "--speedup must be > 0"),
         (["--config", "."], "cannot read config file"),
+        (
+            [
+                "--discover-dns",
+                "localhost",
+                "--discover-spec-port",
+                "30001",
+                "--discover-baseline-port",
+                "30001",
+            ],
+            "discovery.spec_port and discovery.baseline_port must differ",
+        ),
     ],
 )
 def test_serve_bad_embedded_default_is_one_line(
