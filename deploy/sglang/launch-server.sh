@@ -50,7 +50,7 @@ if [ -n "$env_file" ]; then
     done < "$env_file"
 fi
 
-plan_hint="write the plan first: specswitch layout plan ... --format env > .env"
+plan_hint="write the plan first: specswitch layout plan ... --format env --output .env"
 need() { [ -n "${!1:-}" ] || die "$1 is not set ($2); $plan_hint"; }
 is_fraction() { [[ "$1" =~ ^0?\.[0-9]+$ ]] && [[ ! "$1" =~ ^0?\.0+$ ]]; }
 is_int() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
