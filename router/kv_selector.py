@@ -175,6 +175,15 @@ class KvSelector(Selector):
         else:
             self.tracker.on_complete(ticket, usage.prompt_tokens, usage.cached_tokens)
 
+    def on_group_removed(self, group: GroupState) -> None:
+        """Drop the group's prefix indexes and KV figures: with DNS discovery groups come and
+        go, and a group re-added under the same name starts with an empty cache."""
+        self.tracker.forget_group(group.name)
+        for key in [k for k in self._was_healthy if k[0] == group.name]:
+            del self._was_healthy[key]
+        for key in [k for k in self._last_queue if k[0] == group.name]:
+            del self._last_queue[key]
+
     # -- control plane (policy tick) --------------------------------------------------------------
     def kv_verdict(self, group: GroupState) -> KvVerdict:
         _, gcfg = self._configs()

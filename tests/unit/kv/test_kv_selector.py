@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 
 from specswitch.router.config import GroupConfig, PolicyConfig
 from specswitch.router.kv_selector import KvSelector
 from specswitch.router.selection import RequestInfo, Usage
-from specswitch.router.state import DRAINING, GroupState
+from specswitch.router.state import DRAINING, GroupState, Registry
 
 SYSTEM = {"role": "system", "content": "repository context " * 500}  # ~2.4k tokens shared
 
@@ -140,3 +141,23 @@ def test_a_server_that_comes_back_has_an_empty_cache() -> None:
     g.spec.healthy = True
     sel.kv_verdict(g)  # the policy tick sees it back: its prefix cache is gone
     assert sel.tracker.cached("g0", "spec", conv) == 0
+
+
+def test_a_removed_group_leaves_nothing_behind() -> None:
+    """Registry.remove -> on_group_removed: no index or KV figures survive for the name, so a
+    group re-added under it (a pod back on the same IP) starts with an empty cache."""
+    sel = KvSelector(Dial())
+    registry = Registry(on_removed=sel.on_group_removed)
+    g = registry.add(GroupConfig("g0", "http://127.0.0.1:1", "http://127.0.0.1:2"))
+    info = req("a", 1)
+    finish(sel, serve(sel, [g], info), info)
+    sel.kv_verdict(g)
+    assert sel.tracker.cached("g0", "spec", sel.tracker.describe(info.path, info.body, {})) > 0
+    asyncio.run(registry.remove("g0"))
+    assert registry.names() == []
+    assert not any(k[0] == "g0" for k in sel.tracker._pool)
+    assert not any(k[0] == "g0" for k in sel.tracker._index)
+    assert not any(k[0] == "g0" for k in sel._was_healthy)
+    again = registry.add(GroupConfig("g0", "http://127.0.0.1:1", "http://127.0.0.1:2"))
+    conv = sel.tracker.describe(info.path, info.body, {})
+    assert sel.tracker.cached("g0", "spec", conv) == 0 and again.name == "g0"
