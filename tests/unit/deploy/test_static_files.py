@@ -62,3 +62,19 @@ def test_grafana_dashboard_uses_the_provisioned_datasource() -> None:
         assert panel["datasource"]["uid"] == uid and panel["targets"]
         for target in panel["targets"]:
             assert target["expr"].count("(") == target["expr"].count(")"), target["expr"]
+
+
+def test_grafana_dashboard_queries_only_metrics_the_router_exports() -> None:
+    from specswitch.router.config import GroupConfig, PolicyConfig
+    from specswitch.router.metrics import RouterMetrics
+    from specswitch.router.state import Registry
+
+    registry = Registry()
+    registry.add(GroupConfig("g0", "http://a:1", "http://a:2"))
+    exported = RouterMetrics(registry, PolicyConfig).render().decode()
+    text = (DEPLOY / "grafana/dashboards/specswitch.json").read_text()
+    used = set(re.findall(r"specswitch_[a-z_]+", text))
+    assert used, "the dashboard queries no specswitch_* metric"
+    families = set(re.findall(r"^# TYPE (specswitch_\w+) ", exported, re.M))
+    missing = sorted(n for n in used if re.sub(r"_(bucket|sum|count)$", "", n) not in families)
+    assert not missing, f"dashboard queries metrics the router does not export: {missing}"
