@@ -152,7 +152,8 @@ class EngineStats:
             self.spec_accept_length = self._win_spec_tokens / self._win_verify
             draft = engine.draft_tokens
             if draft > 1:
-                self.spec_accept_rate = (self.spec_accept_length - 1) / (draft - 1)
+                # SGLang: accepted tokens (bonus included) / (verify steps x draft tokens)
+                self.spec_accept_rate = self.spec_accept_length / draft
         self._win_start = now
         self._win_tokens = 0
         self._win_prompt = self._win_cached = 0

@@ -155,3 +155,13 @@ def test_used_tokens_exclude_the_evictable_prefix_cache_as_sglang() -> None:
     # queued requests add their tokens to /get_load's num_tokens (waiting_tokens)
     eng.submit(req("queued", n_prompt=50, base=7000))
     assert eng.waiting_tokens == 50
+
+
+def test_spec_accept_gauges_follow_sglang_definitions() -> None:
+    eng = make_engine("spec")
+    eng.submit(req("s", n_prompt=32, max_new=400))
+    run(eng)
+    stats = eng.stats
+    assert stats.spec_accept_length == pytest.approx(2.5, rel=0.15)  # the seed profile's L
+    # accepted tokens (bonus included) / (verify steps x speculative_num_draft_tokens)
+    assert stats.spec_accept_rate == pytest.approx(stats.spec_accept_length / eng.draft_tokens)
