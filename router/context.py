@@ -15,7 +15,7 @@ from .config import PolicyConfig, RouterConfig
 from .kv_selector import KvSelector
 from .metrics import RouterMetrics
 from .selection import Selector
-from .state import Registry
+from .state import GroupState, Registry
 from .upstream import UpstreamPool
 
 
@@ -26,7 +26,7 @@ class RouterContext:
         self.config = config
         self.registry = Registry(
             initial_mode=self._initial_mode,
-            on_removed=lambda group: self.selector.on_group_removed(group),
+            on_removed=self._on_group_removed,
         )
         # The default selector is the KV-aware one (docs/kv-aware.md).
         self.selector = selector if selector is not None else KvSelector(self.get_policy)
@@ -52,6 +52,10 @@ class RouterContext:
     def set_policy(self, policy: PolicyConfig) -> None:
         """Swap in an already validated policy; the next policy tick applies it."""
         self.config = dataclasses.replace(self.config, policy=policy.validate())
+
+    def _on_group_removed(self, group: GroupState) -> None:
+        self.metrics.forget_group(group.name)
+        self.selector.on_group_removed(group)
 
     def _initial_mode(self) -> str:
         mode = self.config.policy.mode

@@ -8,6 +8,7 @@ registry of groups at scrape time by a custom collector, so the hot path never t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -86,6 +87,17 @@ class RouterMetrics:
         if child is None:
             child = self._request_children[key] = self.requests.labels(*key)
         child.inc()
+
+    def forget_group(self, group: str) -> None:
+        """A group left the registry: drop its per-group series (DNS discovery churns groups;
+        their counters would otherwise be exported, and held, forever)."""
+        for key in [k for k in self._request_children if k[0] == group]:
+            del self._request_children[key]
+            self.requests.remove(*key)
+        for counter in (self.retries, self.migrations):
+            children: dict[tuple[str, ...], Any] = getattr(counter, "_metrics", {})
+            for labels in [k for k in children if k and k[0] == group]:
+                counter.remove(*labels)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -156,3 +156,24 @@ async def test_ctl_explains_a_missing_token_and_a_wrong_url(
     assert len(err) == 1 and "HTTP 404" in err[0]
     assert await asyncio.to_thread(ctl, "--admin", router.admin_url, "--timeout", "0", "state") == 2
     assert "--timeout must be > 0" in capsys.readouterr().err
+
+
+async def test_a_removed_group_leaves_no_series_on_metrics(upstreams, make_router) -> None:
+    spec, base = upstreams
+    router = await make_router((GroupConfig("g0", spec.url, base.url),))
+    g1 = {"name": "g1", "spec_url": spec.url, "baseline_url": base.url}
+    async with aiohttp.ClientSession() as s:
+        async with s.post(router.admin_url + "/admin/groups", json=g1) as r:
+            assert r.status == 201
+        async with s.post(router.admin_url + "/admin/groups/g0/drain") as r:
+            assert r.status == 200  # the next request goes to g1
+        async with s.post(router.url + "/v1/chat/completions", json={"stream": True}) as r:
+            assert r.headers["X-Specswitch-Group"] == "g1"
+            await r.read()
+        async with s.get(router.admin_url + "/metrics") as r:
+            assert 'group="g1"' in await r.text()
+        async with s.delete(router.admin_url + "/admin/groups/g1") as r:
+            assert r.status == 200
+        async with s.get(router.admin_url + "/metrics") as r:
+            text = await r.text()
+    assert 'group="g1"' not in text and 'group="g0"' in text
