@@ -102,7 +102,7 @@ class PolicyConfig:
             )
         _positive("policy.min_dwell_s", self.min_dwell_s)
         _positive("policy.drain_deadline_s", self.drain_deadline_s)
-        _positive("policy.tick_s", self.tick_s)
+        _period("policy.tick_s", self.tick_s)
         _at_least("policy.sticky_min_tokens", self.sticky_min_tokens, 0)
         _at_least("policy.sticky_max_inflight", self.sticky_max_inflight, 0)
         _at_least("policy.affinity_load_ratio", self.affinity_load_ratio, 1.0)
@@ -132,7 +132,7 @@ class HealthConfig:
     healthy_after: int = 1  # consecutive successes before it is healthy again
 
     def validate(self) -> HealthConfig:
-        _positive("health.interval_s", self.interval_s)
+        _period("health.interval_s", self.interval_s)
         _positive("health.timeout_s", self.timeout_s)
         _at_least("health.unhealthy_after", self.unhealthy_after, 1)
         _at_least("health.healthy_after", self.healthy_after, 1)
@@ -153,8 +153,8 @@ class ScrapeConfig:
     fresh_s: float = 5.0  # a server load report older than this is ignored by load_signal=max
 
     def validate(self) -> ScrapeConfig:
-        _positive("scrape.interval_s", self.interval_s)
-        _positive("scrape.info_interval_s", self.info_interval_s)
+        _period("scrape.interval_s", self.interval_s)
+        _period("scrape.info_interval_s", self.info_interval_s)
         _positive("scrape.timeout_s", self.timeout_s)
         _positive("scrape.fresh_s", self.fresh_s)
         return self
@@ -196,7 +196,7 @@ class DiscoveryConfig:
             port = getattr(self, key)
             if not 1 <= port <= 65535:
                 raise ConfigError(f"discovery.{key} must be a TCP port (1-65535), not {port}")
-        _positive("discovery.interval_s", self.interval_s)
+        _period("discovery.interval_s", self.interval_s)
         return self
 
 
@@ -237,6 +237,18 @@ class RouterConfig:
 def _positive(name: str, value: float) -> None:
     if not value > 0:
         raise ConfigError(f"{name} must be > 0, not {value}")
+
+
+MIN_PERIOD_S = 0.01
+
+
+def _period(name: str, value: float) -> None:
+    """A background loop's period: a tiny one would spin the event loop the hot path runs on."""
+    if not value >= MIN_PERIOD_S:
+        raise ConfigError(
+            f"{name} must be >= {MIN_PERIOD_S} s (a shorter period busy-loops the router), "
+            f"not {value}"
+        )
 
 
 def _at_least(name: str, value: float, minimum: float) -> None:

@@ -33,6 +33,7 @@ def test_defaults_validate() -> None:
         ({"high": "many"}, "policy.high"),
         ({"bogus": 1}, "bogus"),
         ({"high": True}, "policy.high"),
+        ({"tick_s": 1e-6}, "policy.tick_s"),
     ],
 )
 def test_bad_policy_names_the_field(changes: dict, field: str) -> None:
@@ -81,3 +82,12 @@ def test_bad_inputs() -> None:
         config_from_mapping(
             {"groups": [{"name": "a", "spec_url": "http://x:1", "baseline_url": "http://x:2"}] * 2}
         ).validate()
+
+
+def test_loop_periods_have_a_floor() -> None:
+    """A near-zero period would spin the event loop that serves the hot path."""
+    for section, key in (("health", "interval_s"), ("scrape", "interval_s"),
+                         ("scrape", "info_interval_s"), ("discovery", "interval_s")):  # fmt: skip
+        with pytest.raises(ConfigError, match=rf"{section}\.{key} must be >= 0\.01 s"):
+            config_from_mapping({section: {key: 0.000001}}).validate()
+        config_from_mapping({section: {key: 0.05}}).validate()
