@@ -44,6 +44,28 @@ def error_response(
     )
 
 
+def openai_error_from_upstream(status: int, data: bytes, ctype: str) -> bytes:
+    """An upstream error body (status >= 400) in the OpenAI shape the router promises.
+
+    SGLang's OpenAI layer answers `{"object": "error", "message", "type", "param", "code"}`
+    and a crash may be plain text; both become `{"error": {"message", "type", "code"}}` with
+    the message kept. A body already in the OpenAI shape is returned as it is.
+    """
+    obj = None
+    if "json" in ctype:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+        return data
+    if isinstance(obj, dict) and isinstance(obj.get("message"), str):
+        message = obj["message"]
+    else:
+        message = data[:2000].decode("utf-8", "replace").strip() or f"HTTP {status}"
+    return error_body(status, message, "upstream_" + str(status))
+
+
 def sse_error(message: str, code: str = "upstream_error") -> bytes:
     """A mid-stream failure: one SSE error event, then [DONE] (what SGLang itself sends)."""
     return b"data: " + error_body(502, message, code) + b"\n\ndata: [DONE]\n\n"

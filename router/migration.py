@@ -25,6 +25,7 @@ docs/kv-aware.md ("Migration") lists which bytes can still differ and why.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,9 @@ _SAMPLING_KEYS = frozenset(
 )  # fmt: skip
 _NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "repetition_penalty": 1, "n": 1}
 SEP = b"\n\n"
+# How long a client stream may wait for the active pool's first event (its prefill of the
+# prompt + generated ids) before the migration is given up and the stream stays put.
+FIRST_EVENT_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -334,23 +338,25 @@ async def _migrate(
     up: Response | None = None
     t_send = perf_counter()
     try:
-        up = await client.request("POST", target.url, request.raw_path, headers,
-                                  st.continuation(rid))  # fmt: skip
-        head = b""
-        if up.status == 200 and up.content_type.startswith("text/event-stream"):
-            while SEP not in head:
-                chunk = await up.read()
-                if not chunk:
-                    break
-                head += chunk
+        # The client's stream waits meanwhile (the old pool's events stay buffered): bounded.
+        async with asyncio.timeout(FIRST_EVENT_TIMEOUT_S):
+            up = await client.request("POST", target.url, request.raw_path, headers,
+                                      st.continuation(rid))  # fmt: skip
+            head = b""
+            if up.status == 200 and up.content_type.startswith("text/event-stream"):
+                while SEP not in head:
+                    chunk = await up.read()
+                    if not chunk:
+                        break
+                    head += chunk
         ok = head.startswith(b"data: {") and b'"output_ids"' in head.partition(SEP)[0]
         if not ok:
             raise BodyError(f"no content event (status {up.status}): {head[:200]!r}")
-    except (ConnectError, DisconnectedError, BodyError) as exc:
+    except (ConnectError, DisconnectedError, BodyError, TimeoutError) as exc:
         if up is not None:
             up.close()
         _leave(ctx, new, info, notify=False)
-        if not isinstance(exc, BodyError):
+        if isinstance(exc, ConnectError | DisconnectedError):
             _note_connect_failure(ctx, target, exc)
         ctx.log.warning(
             "event=migration_failed rid=%s group=%s from=%s to=%s error=%r",

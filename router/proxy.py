@@ -20,7 +20,7 @@ from aiohttp import web
 
 from . import migration
 from .context import CTX, RouterContext
-from .errors import error_response, sse_error
+from .errors import error_response, openai_error_from_upstream, sse_error
 from .selection import RequestInfo, Route, Usage
 from .upstream import BodyError, ConnectError, DisconnectedError, Response
 
@@ -70,9 +70,11 @@ def _is_batch(body: dict[str, Any]) -> bool:
 async def proxy_handler(request: web.Request) -> web.StreamResponse:
     try:
         return await _proxy(request)
-    except Exception as exc:  # a bug must not leak a traceback to the client
-        if isinstance(exc, web.HTTPException):
+    except web.HTTPException as exc:  # aiohttp's own (e.g. 413 body too large): OpenAI shape
+        if exc.status < 400:
             raise
+        return error_response(exc.status, exc.text or exc.reason, str(exc.status))
+    except Exception as exc:  # a bug must not leak a traceback to the client
         request.app[CTX].log.exception("event=proxy_error path=%s", request.path)
         return error_response(500, f"router error: {type(exc).__name__}", "router_error")
 
@@ -262,7 +264,11 @@ async def _relay_whole(
             )
         t_up = perf_counter()
         outcome = _status_outcome(upstream.status)
-        if upstream.status < 400 and "json" in ctype:
+        if upstream.status >= 400:  # SGLang's error shapes -> the OpenAI shape (rare path)
+            data = openai_error_from_upstream(upstream.status, data, ctype)
+            ctype = "application/json"
+            out_headers.pop("Content-Encoding", None)
+        elif "json" in ctype:
             usage = _usage_from_json(data)
         resp = web.Response(status=upstream.status, body=data, headers=out_headers)
         resp.headers["Content-Type"] = ctype

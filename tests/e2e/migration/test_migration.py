@@ -129,3 +129,17 @@ async def test_unreachable_active_pool_leaves_the_stream_where_it_was(
     assert content_bytes(got) == content_bytes(reassemble(ref_events, False))
     assert await metric(http, router.admin_url + "/metrics", MIGRATIONS) == 0.0
     assert await metric(http, group.spec_url + "/metrics", ABORTED) == 0.0
+
+
+async def test_slow_active_pool_times_out_and_the_stream_stays(
+    make_stack: Any, http: aiohttp.ClientSession, monkeypatch: Any
+) -> None:
+    from specswitch.router import migration
+
+    monkeypatch.setattr(migration, "FIRST_EVENT_TIMEOUT_S", 1e-6)  # no first event in time
+    router, group = await make_stack({"migrate": True})
+    _, ref_events = await stream_generate(http, group.spec_url, _body("mig-5", max_new=600))
+    _, events, _ = await _run_switching(http, router, _body("mig-5", max_new=600))
+    got = reassemble(events, False)
+    assert content_bytes(got) == content_bytes(reassemble(ref_events, False))
+    assert await metric(http, router.admin_url + "/metrics", MIGRATIONS) == 0.0
