@@ -81,6 +81,12 @@ def run_cli(args: argparse.Namespace) -> int:
         raise UserError("--write-profile needs --fit-csv CSV (the points to fit)")
     try:
         profile = _profile(args)
+    except ProfileError as exc:
+        raise UserError(f"{exc}; fix the profile, the CSV or the override") from None
+    except OSError as exc:
+        path = exc.filename or args.profile_file or args.fit_csv
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
         if args.write_profile:
             write_profile(
                 profile,
@@ -90,8 +96,6 @@ def run_cli(args: argparse.Namespace) -> int:
             )
             print(f"emulate: wrote {args.write_profile}")
             return 0
-    except ProfileError as exc:
-        raise UserError(f"{exc}; fix the profile, the CSV or the override") from None
     except OSError as exc:
         raise UserError(f"cannot write {args.write_profile}: {exc.strerror or exc}") from None
     logging.basicConfig(
