@@ -198,6 +198,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cp.add_argument("--low", type=int, default=None, help="auto: back to spec at load <=")
     cp.add_argument("--min-dwell", type=float, default=2.0, help="seconds (simulated)")
     cp.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another router policy key for the auto run (repeatable), e.g. spec_queue_max=8",
+    )
+    cp.add_argument(
         "--trace",
         action="store_true",
         help="compare on a trace (see --shape ...) instead of a sweep",
@@ -501,6 +508,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         high=args.high,
         low=args.low,
         min_dwell_s=args.min_dwell,
+        extra=_policy_pairs(args.policy),
         schedule=schedule,
         trace_name=args.name or args.shape,
         arrivals=args.arrivals,
@@ -513,6 +521,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for f in report["files"]:
         print(f"wrote {f}")
     return 0
+
+
+def _policy_pairs(pairs: list[str]) -> dict[str, Any]:
+    """KEY=VALUE -> {key: JSON value or string}; the router validates keys and values."""
+    import json
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise _user_error(f"--policy {pair!r}: write KEY=VALUE, e.g. spec_queue_max=8")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:

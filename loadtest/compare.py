@@ -63,7 +63,7 @@ class CompareConfig:
     live: bool = False
     plots: bool = True
     log_dir: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # more policy keys for auto runs
 
 
 def crossover(
@@ -210,7 +210,9 @@ async def run_compare(cfg: CompareConfig) -> dict[str, Any]:
                         else "forced sweeps (no crossover)"
                     )
                 await _prepare(
-                    stack, "auto", {"high": high, "low": low, "min_dwell_s": cfg.min_dwell_s / x}
+                    stack,
+                    "auto",
+                    {"high": high, "low": low, "min_dwell_s": cfg.min_dwell_s / x, **cfg.extra},
                 )
                 runs["auto"] = await sweep(
                     client,
@@ -225,7 +227,7 @@ async def run_compare(cfg: CompareConfig) -> dict[str, Any]:
                 runs = {}
                 for mode in ("spec", "baseline", "auto"):
                     policy = (
-                        {"high": high, "low": low, "min_dwell_s": cfg.min_dwell_s / x}
+                        {"high": high, "low": low, "min_dwell_s": cfg.min_dwell_s / x, **cfg.extra}
                         if mode == "auto"
                         else {}
                     )
@@ -261,6 +263,7 @@ async def run_compare(cfg: CompareConfig) -> dict[str, Any]:
             "low": low,
             "min_dwell_s": cfg.min_dwell_s,
             "thresholds_from": source,
+            **cfg.extra,
         },
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
         "wall_seconds": round(time.time() - t_start, 1),

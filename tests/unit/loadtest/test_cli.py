@@ -53,6 +53,7 @@ def test_parse_duration() -> None:
         ["loadtest", "trace", "--target", "http://127.0.0.1:1", "--shape", "custom"],
         ["loadtest", "compare", "--profile", "no-such-profile"],
         ["loadtest", "compare", "--high", "4"],
+        ["loadtest", "compare", "--policy", "spec_queue_max"],
         ["loadtest", "plot", "/nonexistent/report.json"],
     ],
 )
