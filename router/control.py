@@ -148,7 +148,7 @@ def apply_load(pool: PoolState, loads: Any, now: float) -> None:
         loads = loads.get("loads", [])
     if not isinstance(loads, list):
         return
-    reqs = tokens = 0
+    reqs = tokens = waiting = 0
     for item in loads:
         if isinstance(item, dict):
             if "num_reqs" in item:
@@ -156,8 +156,10 @@ def apply_load(pool: PoolState, loads: Any, now: float) -> None:
             else:
                 reqs += int(item.get("num_running_reqs") or 0)
                 reqs += int(item.get("num_waiting_reqs") or 0)
+            waiting += int(item.get("num_waiting_reqs") or 0)
             tokens += int(item.get("num_tokens", item.get("num_used_tokens", 0)) or 0)
     pool.load_report = reqs
+    pool.load_waiting = waiting
     pool.load_report_at = now
     pool.kv["used_tokens"] = tokens
     cap = pool.kv.get("max_total_num_tokens")

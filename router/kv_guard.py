@@ -9,8 +9,10 @@ Two checks, both pure functions of a snapshot:
     the peak over the last ``DEMAND_HOLD_S`` seconds (kv_tracker): requests batched together
     end together, and the moment between a turn's end and the next turn is not an empty group.
   * ``force_baseline``: switch to baseline now, whatever the request count, when the spec pool
-    nears full (the router's estimate >= ``spec_kv_high``), or it queues (reported
-    num_queue_reqs > ``spec_queue_max``), or the group's in-flight demand would overflow it
+    nears full (the router's estimate >= ``spec_kv_high``), or it queues for KV (reported
+    waiting requests > ``spec_queue_max`` while it runs fewer than max_running_requests: a
+    queue behind the request cap is the thresholds' business, not the guard's), or the
+    group's in-flight demand would overflow it
     (``demand > spec_kv_high x capacity``; between fit and high the mode stays as it is).
 - ``admit_spec`` (hot path, per request while the mode is spec): would this request still fit
   the spec pool? If not, and baseline has room, the request goes to baseline instead of queueing
@@ -18,9 +20,9 @@ Two checks, both pure functions of a snapshot:
 
 KV use is the router's estimate (sum over the requests it has in flight on the pool of prompt
 + output cap): it reacts at once. The servers' token_usage gauges lag (SGLang refreshes them
-every decode-log interval) and their meaning varies (SGLang excludes evictable prefix cache; the
-emulator counts it, so a warm cache would read as a full pool): they are shown in the admin
-state, not decided on. The server-side safety net is the queue: num_queue_reqs above
+every decode-log interval), and admission blocks on reserved output room before they read
+full: they are shown in the admin state, not decided on. The server-side safety net is the
+queue: waiting requests (/get_load, computed when asked; else the num_queue_reqs gauge) above
 spec_queue_max in two scrapes in a row (which also catches traffic from other routers).
 """
 
@@ -62,7 +64,9 @@ class PoolKv:
     reported_usage: float | None = None
     """The server's token_usage gauge (0..1), when metrics are scraped."""
     reported_waiting: int | None = None
-    """The server's queued requests (num_queue_reqs), when scraped."""
+    """The server's queued requests (/get_load, else num_queue_reqs), when scraped."""
+    reported_running: int | None = None
+    """The server's running requests, when scraped."""
     inflight: int = 0
     max_running: int | None = None
 
@@ -112,7 +116,11 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
             force_baseline=True,
             reason=f"spec KV {usage:.0%} >= spec_kv_high {cfg.spec_kv_high:.0%}",
         )
-    if spec.reported_waiting is not None and spec.reported_waiting > cfg.spec_queue_max:
+    if (
+        spec.reported_waiting is not None
+        and spec.reported_waiting > cfg.spec_queue_max
+        and not _queue_is_request_cap(spec)
+    ):
         return GuardVerdict(
             block_spec=True,
             force_baseline=True,
@@ -143,6 +151,19 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
     if spec.capacity_tokens is None:
         return GuardVerdict(reason="ok (spec KV capacity not known yet)")
     return OK
+
+
+def _queue_is_request_cap(spec: PoolKv) -> bool:
+    """The spec server queues because it runs max_running_requests already, not for KV.
+
+    That queue is a throughput matter, which the thresholds (high/low) and block_spec's
+    "load > max_running_requests" handle; leaving spec for it would second-guess them.
+    """
+    return bool(
+        spec.max_running
+        and spec.reported_running is not None
+        and spec.reported_running >= spec.max_running
+    )
 
 
 def admit_spec(cfg: GuardConfig, spec: PoolKv, baseline: PoolKv, need_tokens: int) -> bool:

@@ -219,7 +219,14 @@ class KvSelector(Selector):
         )
         # /metrics token_usage (exact, lags), else /get_load's used tokens / capacity.
         usage = _num(kv.get("reported_token_usage"), kv.get("token_usage"))
-        queued = _num(metrics.get("num_queue_reqs"))
+        # /get_load is computed when asked (live); the /metrics gauge refreshes only at prefill
+        # steps and decode-log intervals, so a stale queue can outlive the requests in it.
+        queued = _num(pool.load_waiting, metrics.get("num_queue_reqs"))
+        running = (
+            pool.load_report - pool.load_waiting
+            if pool.load_report is not None and pool.load_waiting is not None
+            else _num(metrics.get("num_running_reqs"))
+        )
         if queued is not None:
             # A request waits a moment between arrival and the next scheduler step, so one
             # sample with a queue is normal: the guard sees the smaller of the last two scrapes.
@@ -229,5 +236,9 @@ class KvSelector(Selector):
                 self._last_queue[key] = (metrics, queued, prev)
             queued = min(self._last_queue[key][1], self._last_queue[key][2])
         self.tracker.set_reported(
-            group, pool.pool, token_usage=usage, queued=int(queued) if queued is not None else None
+            group,
+            pool.pool,
+            token_usage=usage,
+            queued=int(queued) if queued is not None else None,
+            running=int(running) if running is not None else None,
         )

@@ -48,6 +48,7 @@ class _PoolInfo:
     max_running: int | None = None
     reported_usage: float | None = None
     reported_waiting: int | None = None
+    reported_running: int | None = None
     inflight_kv: int = 0
     inflight: int = 0
 
@@ -120,6 +121,7 @@ class KvTracker:
             est_used_tokens=int(info.inflight_kv * self.scale.value),
             reported_usage=info.reported_usage,
             reported_waiting=info.reported_waiting,
+            reported_running=info.reported_running,
             inflight=info.inflight,
             max_running=info.max_running,
         )
@@ -255,11 +257,18 @@ class KvTracker:
             idx.set_capacity(info.capacity_tokens)
 
     def set_reported(
-        self, group: str, pool: str, *, token_usage: float | None, queued: int | None
+        self,
+        group: str,
+        pool: str,
+        *,
+        token_usage: float | None,
+        queued: int | None,
+        running: int | None = None,
     ) -> None:
         info = self._info(group, pool)
         info.reported_usage = token_usage
         info.reported_waiting = queued
+        info.reported_running = running
 
     def server_restarted(self, group: str, pool: str) -> None:
         """The server came back (health): its prefix cache is empty."""

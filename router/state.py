@@ -31,6 +31,7 @@ class PoolState:
         "last_error",
         "load_report",
         "load_report_at",
+        "load_waiting",
         "metrics_missing",
         "oks",
         "pool",
@@ -54,6 +55,7 @@ class PoolState:
         # Filled by scrapes: /get_server_info subset, /get_load, /metrics gauges.
         self.server: dict[str, Any] = {}
         self.load_report: int | None = None  # running + waiting requests the server reports
+        self.load_waiting: int | None = None  # of which waiting (queued), from the same scrape
         self.load_report_at = 0.0
         self.server_metrics: dict[str, float] = {}
         self.metrics_missing = False

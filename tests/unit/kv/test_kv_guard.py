@@ -36,6 +36,13 @@ def test_forces_baseline_when_spec_nears_full_or_queues_whatever_the_load() -> N
     assert v.force_baseline and "queues" in v.reason
 
 
+def test_a_queue_behind_the_request_cap_is_not_a_kv_signal() -> None:
+    at_cap = PoolKv(capacity_tokens=10**6, max_running=48, reported_running=48, reported_waiting=9)
+    assert not evaluate(CFG, at_cap, 0, 48).force_baseline  # the thresholds decide that one
+    below = PoolKv(capacity_tokens=10**6, max_running=48, reported_running=30, reported_waiting=9)
+    assert evaluate(CFG, below, 0, 39).force_baseline  # room for requests, none for KV
+
+
 def test_max_running_blocks_spec_and_unknown_capacity_allows() -> None:
     assert evaluate(CFG, PoolKv(capacity_tokens=10**6, max_running=48), 0, 49).block_spec
     v = evaluate(CFG, PoolKv(), 10**9, 1)
