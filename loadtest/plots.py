@@ -118,6 +118,15 @@ def plot_latency(runs: dict[str, list[dict[str, Any]]], path: Path, title: str) 
     return path
 
 
+def _smooth(values: list[float], half: int) -> list[float]:
+    """Centred moving average over 2*half+1 bins (shorter at the edges)."""
+    out = []
+    for i in range(len(values)):
+        window = values[max(0, i - half) : i + half + 1]
+        out.append(sum(window) / len(window))
+    return out
+
+
 def plot_timeline(
     runs: dict[str, dict[str, Any]], path: Path, title: str, focus: str = "auto"
 ) -> Path:
@@ -165,14 +174,16 @@ def plot_timeline(
         rt = run["timeline"]
         good = run.get("summary", {}).get("goodput_tok_s")
         label = f"{name}" + (f" (goodput {good:.0f} tok/s)" if good is not None else "")
+        ts, ys = [r["t_s"] for r in rt], [r["tok_s"] for r in rt]
+        axes[3].plot(ts, ys, color=COLORS.get(name), alpha=0.2, linewidth=0.8)
         axes[3].plot(
-            [r["t_s"] for r in rt],
-            [r["tok_s"] for r in rt],
+            ts,
+            _smooth(ys, max(1, len(ys) // 30)),
             color=COLORS.get(name),
             label=label,
             linewidth=2 if name == focus else 1.2,
         )
-    axes[3].set_ylabel("output tok/s")
+    axes[3].set_ylabel("output tok/s (faint: per bin)")
     axes[3].set_xlabel("time (simulated s)")
     axes[3].legend(loc="upper right", fontsize=8)
     for ax in axes:
