@@ -38,6 +38,11 @@ TEXT_CHUNK_CHARS = 1024
 IDS_CHUNK = 256
 DEFAULT_OUTPUT_TOKENS = 256
 """KV estimate for the output of a request that sets no max_tokens."""
+OUTPUT_RESERVE_RATIO = 0.7
+"""Share of a request's output cap counted as KV it will need: SGLang's scheduler admits
+requests reserving this share (its initial new_token_ratio, 0.7) of their remaining output,
+not the whole cap; most requests stop before their cap. Counting the whole cap would keep
+work off the spec pool that the server itself would have admitted."""
 DEFAULT_SESSION_HEADERS: tuple[str, ...] = (
     "x-session-id",
     "x-conversation-id",
@@ -70,8 +75,9 @@ class Conversation:
 
     @property
     def kv_need(self) -> int:
-        """KV tokens this request may occupy at its end: prompt plus output cap."""
-        return self.prompt_tokens + self.max_new_tokens
+        """KV tokens to count for this request: prompt plus the reserved share of its output
+        cap, as SGLang's admission counts it (OUTPUT_RESERVE_RATIO)."""
+        return self.prompt_tokens + int(self.max_new_tokens * OUTPUT_RESERVE_RATIO + 0.5)
 
     @property
     def hashable(self) -> bool:

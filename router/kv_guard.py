@@ -19,7 +19,7 @@ Two checks, both pure functions of a snapshot:
   on a full spec pool, before the next policy tick switches the group.
 
 KV use is the router's estimate (sum over the requests it has in flight on the pool of prompt
-+ output cap): it reacts at once. The servers' token_usage gauges lag (SGLang refreshes them
++ 0.7 x output cap, the share SGLang's admission reserves): it reacts at once. The servers' token_usage gauges lag (SGLang refreshes them
 every decode-log interval), and admission blocks on reserved output room before they read
 full: they are shown in the admin state, not decided on. The server-side safety net is the
 queue: waiting requests (/get_load, computed when asked; else the num_queue_reqs gauge) above
