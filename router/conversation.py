@@ -74,10 +74,17 @@ class Conversation:
     conversation; one holding only earlier keys holds a shared preamble."""
 
     @property
+    def output_reserve(self) -> int:
+        """Output tokens to count as KV: the reserved share of the output cap, as SGLang's
+        admission counts it (OUTPUT_RESERVE_RATIO). Exact units (tokens), unlike an estimated
+        prompt."""
+        return int(self.max_new_tokens * OUTPUT_RESERVE_RATIO + 0.5)
+
+    @property
     def kv_need(self) -> int:
-        """KV tokens to count for this request: prompt plus the reserved share of its output
-        cap, as SGLang's admission counts it (OUTPUT_RESERVE_RATIO)."""
-        return self.prompt_tokens + int(self.max_new_tokens * OUTPUT_RESERVE_RATIO + 0.5)
+        """KV tokens to count for this request, before the token scale: prompt plus
+        output_reserve (kv_tracker.KvTracker.kv_tokens scales the estimated prompt only)."""
+        return self.prompt_tokens + self.output_reserve
 
     @property
     def hashable(self) -> bool:

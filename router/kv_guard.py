@@ -9,21 +9,23 @@ Two checks, both pure functions of a snapshot:
     the peak over the last ``DEMAND_HOLD_S`` seconds (kv_tracker): requests batched together
     end together, and the moment between a turn's end and the next turn is not an empty group.
   * ``force_baseline``: switch to baseline now, whatever the request count, when the spec pool
-    nears full (the router's estimate >= ``spec_kv_high``), or it queues for KV (reported
-    waiting requests > ``spec_queue_max`` while it runs fewer than max_running_requests: a
-    queue behind the request cap is the thresholds' business, not the guard's), or the
-    group's in-flight demand would overflow it
-    (``demand > spec_kv_high x capacity``; between fit and high the mode stays as it is).
+    nears full (the router's estimate >= ``spec_kv_high``), or the group's in-flight demand
+    would overflow it (``demand > spec_kv_high x capacity``; between fit and high the mode
+    stays as it is), or it starves for KV (reported waiting requests > ``spec_queue_max`` and
+    > a quarter of its running requests, while it runs fewer than max_running_requests: a
+    queue behind the request cap is the thresholds' business, not the guard's).
 - ``admit_spec`` (hot path, per request while the mode is spec): would this request still fit
   the spec pool? If not, and baseline has room, the request goes to baseline instead of queueing
   on a full spec pool, before the next policy tick switches the group.
 
-KV use is the router's estimate (sum over the requests it has in flight on the pool of prompt
-+ 0.7 x output cap, the share SGLang's admission reserves): it reacts at once. The servers' token_usage gauges lag (SGLang refreshes them
-every decode-log interval), and admission blocks on reserved output room before they read
-full: they are shown in the admin state, not decided on. The server-side safety net is the
-queue: waiting requests (/get_load, computed when asked; else the num_queue_reqs gauge) above
-spec_queue_max in two scrapes in a row (which also catches traffic from other routers).
+KV use is the router's estimate (sum over the requests it has in flight on the pool of the
+prompt, scaled by the learnt tokens per estimated token, plus 0.7 x the output cap, the share
+SGLang's admission reserves): it reacts at once. The servers' token_usage gauges lag (SGLang
+refreshes them every decode-log interval), and admission blocks on reserved output room before
+they read full: they are shown in the admin state, not decided on. The server-side safety net
+is the queue: waiting requests (/get_load, computed when asked; else the num_queue_reqs gauge)
+above spec_queue_max and above a quarter of the running requests, in three scrapes in a row
+(which also catches traffic from other routers).
 """
 
 from __future__ import annotations
@@ -116,11 +118,7 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
             force_baseline=True,
             reason=f"spec KV {usage:.0%} >= spec_kv_high {cfg.spec_kv_high:.0%}",
         )
-    if (
-        spec.reported_waiting is not None
-        and spec.reported_waiting > cfg.spec_queue_max
-        and not _queue_is_request_cap(spec)
-    ):
+    if _queue_overflows(cfg, spec):
         return GuardVerdict(
             block_spec=True,
             force_baseline=True,
@@ -151,6 +149,27 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
     if spec.capacity_tokens is None:
         return GuardVerdict(reason="ok (spec KV capacity not known yet)")
     return OK
+
+
+QUEUE_SHARE = 0.25
+"""A spec queue counts only when it is more than this share of what the server runs."""
+
+
+def _queue_overflows(cfg: GuardConfig, spec: PoolKv) -> bool:
+    """The spec server's queue says its KV is overflowing: more than spec_queue_max waiting
+    (in every one of the last scrapes, see kv_selector), more than QUEUE_SHARE of its running
+    requests, and not because it runs max_running_requests already.
+
+    Near a full pool a spec server admits arrivals a few at a time as requests finish (a
+    dozen waiting beside 120 running at the end of a batch): each waits for a few completions,
+    the server keeps its throughput and the thresholds (measured on this very behaviour) say
+    spec is still better. A queue as large as a quarter of the batch is memory starvation.
+    """
+    waiting = spec.reported_waiting
+    if waiting is None or waiting <= cfg.spec_queue_max or _queue_is_request_cap(spec):
+        return False
+    running = spec.reported_running
+    return running is None or waiting > QUEUE_SHARE * running
 
 
 def _queue_is_request_cap(spec: PoolKv) -> bool:

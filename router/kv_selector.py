@@ -16,6 +16,7 @@ On top of the default routing (least loaded group, the group's mode pool, failov
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,10 @@ from .kv_tracker import KvTracker, Ticket
 from .policy import KvVerdict
 from .selection import RequestInfo, Route, Selector, Usage
 from .state import DRAINING, GroupState, PoolState
+
+QUEUE_SCRAPES = 3
+"""The spec server's queue counts for the guard when every one of this many scrapes in a row
+(2 s apart from first to last at the default 1 s scrape interval) saw it."""
 
 _AFFINITY_FIELDS = (
     "drain",
@@ -79,7 +84,7 @@ class KvSelector(Selector):
         self._acfg = AffinityConfig()
         self._gcfg = GuardConfig()
         self._was_healthy: dict[tuple[str, str], bool] = {}
-        self._last_queue: dict[tuple[str, str], tuple[Mapping[str, Any], float, float]] = {}
+        self._queue_hist: dict[tuple[str, str], tuple[Mapping[str, Any], deque[float]]] = {}
 
     def _configs(self) -> tuple[AffinityConfig, GuardConfig]:
         policy = self.policy()
@@ -181,8 +186,8 @@ class KvSelector(Selector):
         self.tracker.forget_group(group.name)
         for key in [k for k in self._was_healthy if k[0] == group.name]:
             del self._was_healthy[key]
-        for key in [k for k in self._last_queue if k[0] == group.name]:
-            del self._last_queue[key]
+        for key in [k for k in self._queue_hist if k[0] == group.name]:
+            del self._queue_hist[key]
 
     # -- control plane (policy tick) --------------------------------------------------------------
     def kv_verdict(self, group: GroupState) -> KvVerdict:
@@ -228,13 +233,16 @@ class KvSelector(Selector):
             else _num(metrics.get("num_running_reqs"))
         )
         if queued is not None:
-            # A request waits a moment between arrival and the next scheduler step, so one
-            # sample with a queue is normal: the guard sees the smaller of the last two scrapes.
-            last = self._last_queue.get(key)
-            if last is None or last[0] is not metrics:
-                prev = last[1] if last is not None else 0.0
-                self._last_queue[key] = (metrics, queued, prev)
-            queued = min(self._last_queue[key][1], self._last_queue[key][2])
+            # Requests wait between arrival and the next prefill step, and chunked prefill
+            # admits a burst of arrivals over several steps: under high concurrency most
+            # scrapes see a few waiting requests. A queue for KV lasts until requests finish:
+            # the guard sees the smallest of the last QUEUE_SCRAPES scrapes.
+            seen = self._queue_hist.get(key)
+            if seen is None or seen[0] is not metrics:  # a new scrape
+                hist = seen[1] if seen is not None else deque([0.0] * QUEUE_SCRAPES, QUEUE_SCRAPES)
+                hist.append(queued)
+                self._queue_hist[key] = (metrics, hist)
+            queued = min(self._queue_hist[key][1])
         self.tracker.set_reported(
             group,
             pool.pool,

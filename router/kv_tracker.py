@@ -39,6 +39,8 @@ class Ticket:
     pool: str
     conv: Conversation
     predicted_cached: int
+    kv_tokens: int = 0
+    """The KV this request was counted for on routing (released as is on completion)."""
     done: bool = False
 
 
@@ -50,6 +52,7 @@ class _PoolInfo:
     reported_waiting: int | None = None
     reported_running: int | None = None
     inflight_kv: int = 0
+    """Sum of kv_tokens() of the requests in flight here (real tokens, scale applied)."""
     inflight: int = 0
 
 
@@ -114,11 +117,18 @@ class KvTracker:
             return 0
         return idx.lookup(conv.keys, conv.own_from if own else 0)
 
+    def kv_tokens(self, conv: Conversation) -> int:
+        """The KV one request is counted for, in real tokens: the estimated prompt times the
+        learnt token scale (exact prompts as they are) plus the output reserve (exact: the
+        scale converts characters, not output caps)."""
+        prompt = conv.prompt_tokens if conv.exact else int(conv.prompt_tokens * self.scale.value)
+        return prompt + conv.output_reserve
+
     def pool_kv(self, group: str, pool: str) -> PoolKv:
         info = self._info(group, pool)
         return PoolKv(
             capacity_tokens=info.capacity_tokens,
-            est_used_tokens=int(info.inflight_kv * self.scale.value),
+            est_used_tokens=info.inflight_kv,
             reported_usage=info.reported_usage,
             reported_waiting=info.reported_waiting,
             reported_running=info.reported_running,
@@ -161,7 +171,7 @@ class KvTracker:
         kv = self.pool_kv(group, draining)
         need = 0.0
         if kv.capacity_tokens:
-            need = int(conv.kv_need * self.scale.value) / kv.capacity_tokens
+            need = self.kv_tokens(conv) / kv.capacity_tokens
         on_draining = self.cached(group, draining, conv, own=True)
         on_active = self.cached(group, active, conv)
         choice = drain_choice(
@@ -189,18 +199,13 @@ class KvTracker:
         spec = self._pool.get((group, "spec"))
         if spec is None or not cfg.enabled:
             return True
+        need = self.kv_tokens(conv)
         if (not spec.max_running or spec.inflight < spec.max_running) and (
             not spec.capacity_tokens
-            or (spec.inflight_kv + conv.kv_need) * self.scale.value
-            <= cfg.spec_kv_high * spec.capacity_tokens
+            or spec.inflight_kv + need <= cfg.spec_kv_high * spec.capacity_tokens
         ):
             return True  # the common case, without building snapshots
-        ok = admit_spec(
-            cfg,
-            self.pool_kv(group, "spec"),
-            self.pool_kv(group, "baseline"),
-            int(conv.kv_need * self.scale.value),
-        )
+        ok = admit_spec(cfg, self.pool_kv(group, "spec"), self.pool_kv(group, "baseline"), need)
         if not ok:
             self.counters.guard_diverted += 1
         return ok
@@ -213,10 +218,11 @@ class KvTracker:
             predicted = idx.lookup(conv.keys)
             idx.insert(conv.keys)
         info = self._info(group, pool)
-        info.inflight_kv += conv.kv_need
+        kv = self.kv_tokens(conv)
+        info.inflight_kv += kv
         info.inflight += 1
         self.counters.routed += 1
-        return Ticket(group, pool, conv, predicted)
+        return Ticket(group, pool, conv, predicted, kv)
 
     def on_complete(
         self, ticket: Ticket, prompt_tokens: int | None = None, cached_tokens: int | None = None
@@ -227,7 +233,7 @@ class KvTracker:
             return
         ticket.done = True
         info = self._info(ticket.group, ticket.pool)
-        info.inflight_kv = max(0, info.inflight_kv - ticket.conv.kv_need)
+        info.inflight_kv = max(0, info.inflight_kv - ticket.kv_tokens)
         info.inflight = max(0, info.inflight - 1)
         if prompt_tokens:
             self.counters.reported_prompt_tokens += prompt_tokens
@@ -289,7 +295,7 @@ class KvTracker:
         while hist and hist[0][0] < now - DEMAND_HOLD_S:
             hist.popleft()
         peak = max(d for _, d in hist)
-        v = evaluate(cfg, self.pool_kv(group, "spec"), int(peak * self.scale.value), load)
+        v = evaluate(cfg, self.pool_kv(group, "spec"), peak, load)
         self._verdict[group] = v
         return v
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from specswitch.router.kv_guard import GuardConfig, PoolKv, admit_spec, evaluate
 
@@ -41,6 +43,16 @@ def test_a_queue_behind_the_request_cap_is_not_a_kv_signal() -> None:
     assert not evaluate(CFG, at_cap, 0, 48).force_baseline  # the thresholds decide that one
     below = PoolKv(capacity_tokens=10**6, max_running=48, reported_running=30, reported_waiting=9)
     assert evaluate(CFG, below, 0, 39).force_baseline  # room for requests, none for KV
+
+
+def test_a_queue_small_beside_the_running_batch_is_admission_pacing() -> None:
+    # Near a full pool a spec server admits arrivals as requests finish: 12 waiting beside
+    # 116 running is the end of a batch, not starvation (a quarter of the batch would be).
+    busy = PoolKv(capacity_tokens=120_000, max_running=128, reported_running=116)
+    assert not evaluate(CFG, replace(busy, reported_waiting=12), 0, 128).force_baseline
+    assert evaluate(CFG, replace(busy, reported_waiting=30), 0, 128).force_baseline
+    starved = replace(busy, reported_running=40, reported_waiting=11)
+    assert evaluate(CFG, starved, 0, 51).force_baseline
 
 
 def test_max_running_blocks_spec_and_unknown_capacity_allows() -> None:

@@ -106,9 +106,14 @@ def test_guard_diverts_to_baseline_when_spec_kv_would_overflow() -> None:
         and g.spec.kv["router_estimate"]["capacity_tokens"] == 4_500
     )
     g.spec.server_metrics = {"num_queue_reqs": 5.0}
-    assert not sel.kv_verdict(g).spec_pressure  # one scrape with a queue: transient
-    g.spec.server_metrics = {"num_queue_reqs": 4.0}  # the next scrape still queues
+    assert not sel.kv_verdict(g).spec_pressure  # one scrape with a queue: prefill pacing
+    g.spec.server_metrics = {"num_queue_reqs": 4.0}
+    assert not sel.kv_verdict(g).spec_pressure  # two: a burst still being prefilled
+    assert not sel.kv_verdict(g).spec_pressure  # ticks between scrapes change nothing
+    g.spec.server_metrics = {"num_queue_reqs": 6.0}  # the third scrape in a row still queues
     assert sel.kv_verdict(g).spec_pressure
+    g.spec.server_metrics = {"num_queue_reqs": 0.0}
+    assert not sel.kv_verdict(g).spec_pressure
 
 
 def test_affinity_brings_a_conversation_back_to_its_group() -> None:

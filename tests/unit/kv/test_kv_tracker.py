@@ -81,3 +81,20 @@ def test_a_shared_system_prompt_does_not_make_a_follow_up() -> None:
     assert kv.cached("g", "spec", other) > 5000 and kv.cached("g", "spec", other, own=True) == 0
     assert kv.drain_pool("g", other, "baseline", "spec", 1.0, cfg).reason == "new conversation"
     assert kv.group_for(other, [("g", 0), ("h", 0)], cfg) is None
+
+
+def test_token_scale_applies_to_the_estimated_prompt_not_the_output_reserve() -> None:
+    kv = KvTracker()
+    conv = kv.describe("/v1/chat/completions", {**turn(1), "max_tokens": 200}, {})
+    for _ in range(30):  # the servers report 1.5x the estimated prompt tokens
+        kv.scale.observe(conv.prompt_tokens, int(conv.prompt_tokens * 1.5))
+    ticket = kv.on_routed("g", "spec", conv)
+    want = int(conv.prompt_tokens * kv.scale.value) + 140  # 0.7 x 200, unscaled
+    assert kv.pool_kv("g", "spec").est_used_tokens == want == ticket.kv_tokens
+    kv.scale.observe(conv.prompt_tokens, conv.prompt_tokens * 3)  # the scale moves meanwhile
+    kv.on_complete(ticket)
+    assert kv.pool_kv("g", "spec").est_used_tokens == 0  # released exactly what it counted
+    exact = kv.describe(
+        "/generate", {"input_ids": list(range(300)), "sampling_params": {"max_new_tokens": 10}}, {}
+    )
+    assert exact.exact and kv.kv_tokens(exact) == 300 + 7
