@@ -71,7 +71,7 @@ class PolicyConfig:
     kv_guard: bool = True  # the spec-pool KV guard (veto spec / early baseline / divert)
     spec_kv_fit: float = 0.85  # to spec only if in-flight KV fits this fraction of spec's pool
     spec_kv_high: float = 0.92  # leave spec (and divert requests) at this spec KV use
-    spec_queue_max: int = 2  # leave spec when its server queues more requests than this
+    spec_queue_max: int = 2  # leave spec when it queues more than this and 1/4 of its batch
     tick_s: float = 0.1  # policy evaluation period: a dial change applies within one tick
     load_signal: str = "local"  # local | max (max of local in-flight and servers' running+waiting)
     # Migration (docs/kv-aware.md): move a long greedy native /generate stream (input_ids)

@@ -10,9 +10,22 @@ from pathlib import Path
 
 async def test_demo_runs_and_writes_summary_and_plot(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "specswitch", "demo", "--duration", "16", "--speedup", "8",
-        "--peak", "16", "--max-tokens", "24", "--out", str(tmp_path / "demo"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "specswitch",
+        "demo",
+        "--duration",
+        "16",
+        "--speedup",
+        "8",
+        "--peak",
+        "16",
+        "--max-tokens",
+        "24",
+        "--out",
+        str(tmp_path / "demo"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     stdout, stderr = await asyncio.wait_for(proc.communicate(), 90)
     out = stdout.decode()

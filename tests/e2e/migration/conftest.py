@@ -2,48 +2,30 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
-from specswitch.loadtest.emulator import start_group
-from specswitch.router import GroupConfig, PolicyConfig, RouterConfig, start_router
-from specswitch.router.config import HealthConfig, ScrapeConfig
 
-Stack = tuple[Any, Any]  # (router, emulator group)
+from ..conftest import Stack, StackMaker, patch_policy
+
+__all__ = ["content_bytes", "metric", "patch_policy", "reassemble", "stream_generate"]
 
 
 @pytest.fixture
-async def make_stack() -> AsyncIterator[Callable[..., Awaitable[Stack]]]:
-    made: list[Stack] = []
-
+def make_stack(emulated_stack: StackMaker) -> StackMaker:
     async def make(policy: dict[str, Any], incremental: bool = False) -> Stack:
-        group = await start_group(speedup=10.0, incremental_streaming_output=incremental)
-        config = RouterConfig(
-            groups=(GroupConfig("g0", group.spec_url, group.baseline_url),),
-            listen="127.0.0.1:0",
-            admin_listen="127.0.0.1:0",
-            policy=dataclasses.replace(PolicyConfig(tick_s=0.02), **policy),
-            scrape=ScrapeConfig(interval_s=0.5, info_interval_s=5.0),
-            health=HealthConfig(interval_s=0.5),
+        return await emulated_stack(
+            policy,
+            speedup=10.0,
+            tick_s=0.02,
+            scrape_s=0.5,
+            incremental_streaming_output=incremental,
         )
-        router = await start_router(config)
-        made.append((router, group))
-        return router, group
 
-    yield make
-    for router, group in made:
-        await router.close()
-        await group.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
-        yield session
+    return make
 
 
 async def stream_generate(
@@ -117,8 +99,3 @@ async def metric(http: aiohttp.ClientSession, url: str, line_prefix: str) -> flo
         if line.startswith(line_prefix):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-async def patch_policy(http: aiohttp.ClientSession, admin_url: str, **changes: Any) -> None:
-    async with http.patch(admin_url + "/admin/policy", json=changes) as resp:
-        assert resp.status == 200, await resp.text()
