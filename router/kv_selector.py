@@ -180,6 +180,15 @@ class KvSelector(Selector):
         else:
             self.tracker.on_complete(ticket, usage.prompt_tokens, usage.cached_tokens)
 
+    def on_moved(self, old: Route, new: Route, info: RequestInfo) -> None:
+        """The request's KV moves with it: released from the old pool, counted (and its prefix
+        indexed: the continuation prefills it there) on the new one."""
+        ticket = self._tickets.pop(id(info), None)
+        if ticket is None:
+            return
+        self.tracker.on_complete(ticket)
+        self._tickets[id(info)] = self.tracker.on_routed(new.group.name, new.pool.pool, ticket.conv)
+
     def on_group_removed(self, group: GroupState) -> None:
         """Drop the group's prefix indexes and KV figures: with DNS discovery groups come and
         go, and a group re-added under the same name starts with an empty cache."""

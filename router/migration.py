@@ -355,7 +355,7 @@ async def _migrate(
     except (ConnectError, DisconnectedError, BodyError, TimeoutError) as exc:
         if up is not None:
             up.close()
-        _leave(ctx, new, info, notify=False)
+        _leave(ctx, new, info)
         if isinstance(exc, ConnectError | DisconnectedError):
             _note_connect_failure(ctx, target, exc)
         ctx.log.warning(
@@ -366,9 +366,13 @@ async def _migrate(
     except BaseException:
         if up is not None:
             up.close()
-        _leave(ctx, new, info, notify=False)
+        _leave(ctx, new, info)
         raise
-    _leave(ctx, old, info, notify=True)
+    _leave(ctx, old, info)
+    try:  # the selector's per-request accounting (KV tickets) follows the request
+        ctx.selector.on_moved(old, new, info)
+    except Exception:  # a hook bug must not break the data plane
+        ctx.log.exception("event=selector_hook_error rid=%s", info.request_id)
     ctx.metrics.migrations.labels(group.name, old.pool.pool, target.pool).inc()
     ctx.log.info(
         "event=migrated rid=%s group=%s from=%s to=%s generated=%d remaining=%d wait_s=%.3f",
@@ -379,7 +383,7 @@ async def _migrate(
     return new, up, head
 
 
-def _leave(ctx: RouterContext, route: Route, info: RequestInfo, notify: bool) -> None:
+def _leave(ctx: RouterContext, route: Route, info: RequestInfo) -> None:
     """The request no longer runs on `route.pool`: in-flight count (maybe ending a drain)."""
     pool = route.pool
     drained = pool.release(monotonic())
@@ -388,8 +392,3 @@ def _leave(ctx: RouterContext, route: Route, info: RequestInfo, notify: bool) ->
         ctx.log.info(
             "event=drain_done group=%s pool=%s drain_s=%.3f", route.group.name, pool.pool, drained
         )
-    if notify:  # the selector's per-request accounting (KV tickets) ends with the old pool
-        try:
-            ctx.selector.on_complete(route, info, None, False)
-        except Exception:
-            ctx.log.exception("event=selector_hook_error rid=%s", info.request_id)

@@ -106,6 +106,10 @@ class Selector:
         response had it; `ok` is False for failed or cancelled requests.
         """
 
+    def on_moved(self, old: Route, new: Route, info: RequestInfo) -> None:
+        """A running request moved to another pool (migration); on_complete follows with
+        `new` when it ends."""
+
     def kv_verdict(self, group: GroupState) -> KvVerdict:
         """The KV guard's opinion for the policy tick (default: none)."""
         return NO_VERDICT

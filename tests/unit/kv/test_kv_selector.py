@@ -8,7 +8,7 @@ import time
 
 from specswitch.router.config import GroupConfig, PolicyConfig
 from specswitch.router.kv_selector import KvSelector
-from specswitch.router.selection import RequestInfo, Usage
+from specswitch.router.selection import RequestInfo, Route, Usage
 from specswitch.router.state import DRAINING, GroupState, Registry
 
 SYSTEM = {"role": "system", "content": "repository context " * 500}  # ~2.4k tokens shared
@@ -166,3 +166,22 @@ def test_a_removed_group_leaves_nothing_behind() -> None:
     again = registry.add(GroupConfig("g0", "http://127.0.0.1:1", "http://127.0.0.1:2"))
     conv = sel.tracker.describe(info.path, info.body, {})
     assert sel.tracker.cached("g0", "spec", conv) == 0 and again.name == "g0"
+
+
+def test_a_migrated_request_takes_its_kv_estimate_to_the_new_pool() -> None:
+    sel = KvSelector(Dial())
+    g = group()
+    info = req("m", 1)
+    old = serve(sel, [g], info)
+    counted = sel.tracker.pool_kv("g0", old.pool.pool).est_used_tokens
+    assert counted > 0
+    new = Route(g, g.partner(old.pool), "migrated")
+    new.pool.acquire()
+    old.pool.release(time.monotonic())
+    sel.on_moved(old, new, info)
+    assert sel.tracker.pool_kv("g0", old.pool.pool).est_used_tokens == 0
+    assert sel.tracker.pool_kv("g0", new.pool.pool).est_used_tokens == counted
+    conv = sel.tracker.describe(info.path, info.body, info.headers)
+    assert sel.tracker.cached("g0", new.pool.pool, conv) > 0  # the continuation's prefix
+    finish(sel, new, info)
+    assert sel.tracker.pool_kv("g0", new.pool.pool).est_used_tokens == 0
