@@ -15,7 +15,6 @@ model curves.
 
 from __future__ import annotations
 
-import math
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from .runs import SweepPlan, open_client, sweep, trace
 from .schedules import Schedule
 from .stack import ProcessStack, StackConfig, flush_cache, set_policy, wait_idle, wait_mode
 from .stats import Slo, envelope
+from .thresholds import crossover, profile_thresholds, thresholds
 
 MODES = ("spec", "baseline", "auto")
 
@@ -64,51 +64,6 @@ class CompareConfig:
     plots: bool = True
     log_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # more policy keys for auto runs
-
-
-def crossover(
-    spec: list[dict[str, Any]], baseline: list[dict[str, Any]], key: str = "output_tok_s"
-) -> float | None:
-    """Concurrency where baseline overtakes spec (log2-interpolated); None if it never does,
-    0.0 if baseline leads from the first point."""
-    s = {lv["concurrency"]: lv[key] for lv in spec if lv.get(key)}
-    b = {lv["concurrency"]: lv[key] for lv in baseline if lv.get(key)}
-    cs = sorted(set(s) & set(b))
-    prev: tuple[int, float] | None = None
-    for c in cs:
-        r = math.log(b[c] / s[c])
-        if r > 0:
-            if prev is None:
-                return 0.0
-            c0, r0 = prev
-            f = -r0 / (r - r0) if r != r0 else 0.5
-            return 2 ** (math.log2(c0) + f * (math.log2(c) - math.log2(c0)))
-        prev = (c, r)
-    return None
-
-
-def thresholds(cross: float | None, max_c: int) -> tuple[int, int]:
-    """(high, low) for a crossover concurrency."""
-    if cross is None:
-        return max_c * 4, max_c * 2  # spec is never worse: effectively never switch
-    if cross <= 1:
-        return 2, 1
-    high = max(2, math.ceil(cross))
-    low = max(1, min(high - 1, math.floor(0.7 * cross)))
-    return high, low
-
-
-def model_curves(profile_name: str, concurrencies: tuple[int, ...]) -> dict[str, list[dict]]:
-    """Decode-only throughput of the profile's step-time model per concurrency."""
-    from specswitch.loadtest.emulator.profile import load_profile
-
-    prof = load_profile(profile_name)
-    return {
-        pool: [
-            {"concurrency": c, "output_tok_s": prof.pool(pool).throughput(c)} for c in concurrencies
-        ]
-        for pool in ("spec", "baseline")
-    }
 
 
 def analytic_check(
@@ -288,11 +243,7 @@ def _trace_thresholds(cfg: CompareConfig) -> tuple[int, int, str]:
                 int(pol["low"]),
                 f"sweep report {prior.name} ({pol.get('thresholds_from')})",
             )
-    curves = model_curves(
-        cfg.profile, (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-    )
-    cross = crossover(curves["spec"], curves["baseline"])
-    high, low = thresholds(cross, 256)
+    high, low, cross = profile_thresholds(cfg.profile)
     return high, low, f"profile model curves (crossover {cross or 0:.1f})"
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from . import datasets
 from .client import ClientConfig
-from .compare import crossover, model_curves, thresholds
 from .report import SWEEP_COLUMNS, TIMELINE_COLUMNS, sweep_row, write_csv, write_json
 from .runs import open_client, trace
 from .schedules import ramp
 from .stack import ProcessStack, StackConfig
 from .stats import Slo
+from .thresholds import profile_thresholds
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,7 @@ class DemoConfig:
 
 
 async def run_demo(cfg: DemoConfig) -> int:
-    curves = model_curves(cfg.profile, (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128))
-    cross = crossover(curves["spec"], curves["baseline"])
-    high, low = thresholds(cross, 128)
+    high, low, cross = profile_thresholds(cfg.profile, 128)
     schedule = ramp(1, cfg.peak, cfg.duration_s, "linear")
     out = sys.stdout
     out.write(

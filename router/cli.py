@@ -24,7 +24,7 @@ def _add_serve(subparsers: argparse._SubParsersAction) -> None:
         description="Run the router. Flags override the --config TOML file. With no --group, "
         "no --config and no --discover-dns, it starts an embedded emulated group "
         "(SGLang emulator, profile seed-glm5-rtxpro6000, real time) so you can try it "
-        "without GPUs. The admin API needs 'Authorization: Bearer $SPECSWITCH_ADMIN_TOKEN' "
+        "without GPUs; its high/low then come from the profile's model unless given. The admin API needs 'Authorization: Bearer $SPECSWITCH_ADMIN_TOKEN' "
         "when that env variable is set.",
     )
     p.add_argument("--config", metavar="FILE", help="router TOML file (see docs/router.md)")

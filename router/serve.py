@@ -96,7 +96,12 @@ def setup_logging(level: str) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-async def run(config: RouterConfig, profile: str, speedup: float) -> int:
+async def run(
+    config: RouterConfig, profile: str, speedup: float, profile_thresholds: bool = False
+) -> int:
+    """Serve until SIGTERM/SIGINT. `profile_thresholds`: for the embedded emulated group, take
+    high/low from the profile's model (where its baseline overtakes its spec server), as
+    `specswitch demo` does; the caller sets it when the user gave neither flags nor a file."""
     from .app import start_router
 
     group = None
@@ -119,6 +124,18 @@ async def run(config: RouterConfig, profile: str, speedup: float) -> int:
             loaded = load_profile(profile)
         except (ProfileError, OSError) as exc:
             raise UserError(f"--profile {profile}: {exc}") from exc
+        if profile_thresholds:
+            from specswitch.loadtest.thresholds import profile_thresholds as model_thresholds
+
+            high, low, cross = model_thresholds(profile)
+            config = dataclasses.replace(
+                config, policy=dataclasses.replace(config.policy, high=high, low=low)
+            )
+            log.info(
+                "event=embedded_thresholds high=%d low=%d model_crossover=%s msg=%r",
+                high, low, "none" if cross is None else f"{cross:.1f}",
+                "from the profile's model; --high/--low override",
+            )  # fmt: skip
         group = await start_group(loaded, host="127.0.0.1", speedup=speedup)
         config = dataclasses.replace(
             config, groups=(GroupConfig("emulated", group.spec_url, group.baseline_url),)
@@ -187,8 +204,10 @@ def serve_main(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     config = build_config(args)
     raise_fd_limit()
+    given = args.high is not None or args.low is not None or args.config is not None
+    main = run(config, args.profile, args.speedup, profile_thresholds=not given)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - non-Linux fallback
-        return asyncio.run(run(config, args.profile, args.speedup))
-    return uvloop.run(run(config, args.profile, args.speedup))
+        return asyncio.run(main)
+    return uvloop.run(main)

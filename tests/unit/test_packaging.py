@@ -6,8 +6,12 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MAPPED = {"router": "specswitch.router", "gpu_layout": "specswitch.gpu_layout",
-          "loadtest": "specswitch.loadtest", "specswitch": "specswitch"}
+MAPPED = {
+    "router": "specswitch.router",
+    "gpu_layout": "specswitch.gpu_layout",
+    "loadtest": "specswitch.loadtest",
+    "specswitch": "specswitch",
+}
 
 
 def test_every_package_folder_is_listed() -> None:

@@ -8,6 +8,7 @@ import signal
 import sys
 
 import aiohttp
+from specswitch.loadtest.thresholds import profile_thresholds
 
 from .conftest import chat_stream
 
@@ -50,6 +51,11 @@ async def test_embedded_default_and_sigterm_lets_streams_finish() -> None:
             quick = await chat_stream(s, url, max_tokens=8)
             assert quick.complete and quick.group == "emulated" and quick.pool == "spec"
             assert any("embedded" in line and "EMULATED" in line for line in logs[:3]), logs[:3]
+            # No --high/--low: the thresholds come from the profile's model, as in the demo.
+            high, low, _ = profile_thresholds("seed-glm5-rtxpro6000")
+            async with s.get(admin_url + "/admin/policy") as r:
+                policy = await r.json()
+            assert (policy["high"], policy["low"]) == (high, low) == (11, 7)
             # A long stream is in flight when SIGTERM arrives: it must finish whole.
             long_task = asyncio.ensure_future(chat_stream(s, url, max_tokens=3000, ignore_eos=True))
             async with s.get(url + "/health") as r:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from specswitch.loadtest.compare import crossover, thresholds
 from specswitch.loadtest.stats import Slo, envelope, percentile, summarize, timeline, tokens_between
+from specswitch.loadtest.thresholds import crossover, thresholds
 from specswitch.loadtest.workloads import RunRecord
 
 from .conftest import make_result
