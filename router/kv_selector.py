@@ -84,7 +84,7 @@ class KvSelector(Selector):
         self._acfg = AffinityConfig()
         self._gcfg = GuardConfig()
         self._was_healthy: dict[tuple[str, str], bool] = {}
-        self._queue_hist: dict[tuple[str, str], tuple[Mapping[str, Any], deque[float]]] = {}
+        self._queue_hist: dict[tuple[str, str], tuple[object, deque[float]]] = {}
 
     def _configs(self) -> tuple[AffinityConfig, GuardConfig]:
         policy = self.policy()
@@ -246,11 +246,16 @@ class KvSelector(Selector):
             # admits a burst of arrivals over several steps: under high concurrency most
             # scrapes see a few waiting requests. A queue for KV lasts until requests finish:
             # the guard sees the smallest of the last QUEUE_SCRAPES scrapes.
+            # A new scrape: /get_load's timestamp when the queue came from there (a server
+            # without --enable-metrics never replaces its metrics dict), else a new dict.
+            stamp: object = pool.load_report_at if pool.load_waiting is not None else metrics
             seen = self._queue_hist.get(key)
-            if seen is None or seen[0] is not metrics:  # a new scrape
+            if seen is None or (
+                seen[0] != stamp if isinstance(stamp, float) else seen[0] is not stamp
+            ):
                 hist = seen[1] if seen is not None else deque([0.0] * QUEUE_SCRAPES, QUEUE_SCRAPES)
                 hist.append(queued)
-                self._queue_hist[key] = (metrics, hist)
+                self._queue_hist[key] = (stamp, hist)
             queued = min(self._queue_hist[key][1])
         self.tracker.set_reported(
             group,

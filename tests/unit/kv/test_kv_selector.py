@@ -185,3 +185,19 @@ def test_a_migrated_request_takes_its_kv_estimate_to_the_new_pool() -> None:
     assert sel.tracker.cached("g0", new.pool.pool, conv) > 0  # the continuation's prefix
     finish(sel, new, info)
     assert sel.tracker.pool_kv("g0", new.pool.pool).est_used_tokens == 0
+
+
+def test_the_queue_trigger_works_without_server_metrics() -> None:
+    # A server started without --enable-metrics: the queue comes from /get_load alone, and
+    # each scrape is told apart by its timestamp (the metrics dict never changes).
+    sel = KvSelector(Dial())
+    g = group()
+    g.spec.server = {"max_total_num_tokens": 100_000, "max_running_requests": 48}
+    g.baseline.server = {"max_total_num_tokens": 200_000}
+    g.spec.load_report, g.spec.load_waiting = 12, 8  # 4 running, 8 waiting: starving
+    for i in range(1, 3):
+        g.spec.load_report_at = float(i)
+        assert not sel.kv_verdict(g).spec_pressure  # one, then two scrapes: not yet
+    assert not sel.kv_verdict(g).spec_pressure  # a tick without a new scrape changes nothing
+    g.spec.load_report_at = 3.0
+    assert sel.kv_verdict(g).spec_pressure
