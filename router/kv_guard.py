@@ -122,7 +122,11 @@ def evaluate(cfg: GuardConfig, spec: PoolKv, demand_tokens: int, load: int) -> G
         return GuardVerdict(
             block_spec=True,
             force_baseline=True,
-            reason=f"spec queues {spec.reported_waiting} requests (> spec_queue_max {cfg.spec_queue_max})",
+            reason=(
+                f"spec queues {spec.reported_waiting} requests beside "
+                f"{'?' if spec.reported_running is None else spec.reported_running} running "
+                f"(> spec_queue_max {cfg.spec_queue_max} and > 1/4 of the batch)"
+            ),
         )
     if spec.capacity_tokens and demand_tokens > cfg.spec_kv_high * spec.capacity_tokens:
         return GuardVerdict(
