@@ -268,48 +268,15 @@ class StreamClient:
                     res.error = f"stream error: {msg}"
                     continue
                 if api == "generate":
-                    text = event.get("text") or ""
-                    meta = event.get("meta_info") or {}
-                    ids = event.get("output_ids")
-                    ntok = meta.get("completion_tokens")
-                    cumulative = ids is None or ntok is None or len(ids) == ntok
-                    delta = text[len(gen_text) :] if cumulative else text
-                    gen_text = text if cumulative else gen_text + text
-                    if delta:
-                        if res.ttft is None:
-                            res.ttft = now - res.start
-                        times.append(now)
-                        chars.append(len(delta))
-                        parts.append(delta)
-                    if ntok is not None:
-                        res.output_tokens = int(ntok)
-                    res.prompt_tokens = int(meta.get("prompt_tokens") or res.prompt_tokens)
-                    if meta.get("cached_tokens") is not None:
-                        res.cached_tokens = int(meta["cached_tokens"])
-                    fr = meta.get("finish_reason")
-                    if isinstance(fr, dict):
-                        res.finish_reason = fr.get("type")
-                    continue
-                choices = event.get("choices")
-                if choices:
-                    ch = choices[0]
-                    delta_obj = ch.get("delta") if api == "chat" else None
-                    delta = (delta_obj or {}).get("content") if api == "chat" else ch.get("text")
-                    if delta:
-                        if res.ttft is None:
-                            res.ttft = now - res.start
-                        times.append(now)
-                        chars.append(len(delta))
-                        parts.append(delta)
-                    if ch.get("finish_reason"):
-                        res.finish_reason = ch["finish_reason"]
-                usage = event.get("usage")
-                if usage:
-                    res.output_tokens = int(usage.get("completion_tokens") or 0)
-                    res.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                    details = usage.get("prompt_tokens_details") or {}
-                    if details.get("cached_tokens") is not None:
-                        res.cached_tokens = int(details["cached_tokens"])
+                    delta, gen_text = _generate_event(event, res, gen_text)
+                else:
+                    delta = _openai_event(event, res, api)
+                if delta:
+                    if res.ttft is None:
+                        res.ttft = now - res.start
+                    times.append(now)
+                    chars.append(len(delta))
+                    parts.append(delta)
             if done:
                 break
         if not done and res.error is None:
@@ -319,6 +286,49 @@ class StreamClient:
             res.output_tokens = len(times)
         if res.finish_reason == "abort" and res.error is None:
             res.error = "aborted by server"
+
+
+def _generate_event(event: dict[str, Any], res: RequestResult, gen_text: str) -> tuple[str, str]:
+    """One native /generate event: (new text, cumulative text so far). Reads the figures of
+    meta_info into `res`. Output is cumulative by default, deltas with
+    --incremental-streaming-output: output_ids as long as completion_tokens means cumulative."""
+    text = event.get("text") or ""
+    meta = event.get("meta_info") or {}
+    ids = event.get("output_ids")
+    ntok = meta.get("completion_tokens")
+    cumulative = ids is None or ntok is None or len(ids) == ntok
+    delta = text[len(gen_text) :] if cumulative else text
+    if ntok is not None:
+        res.output_tokens = int(ntok)
+    res.prompt_tokens = int(meta.get("prompt_tokens") or res.prompt_tokens)
+    if meta.get("cached_tokens") is not None:
+        res.cached_tokens = int(meta["cached_tokens"])
+    fr = meta.get("finish_reason")
+    if isinstance(fr, dict):
+        res.finish_reason = fr.get("type")
+    return delta, (text if cumulative else gen_text + text)
+
+
+def _openai_event(event: dict[str, Any], res: RequestResult, api: str) -> str | None:
+    """One OpenAI chunk (chat or completions): its new text; finish reason and usage into `res`."""
+    delta = None
+    choices = event.get("choices")
+    if choices:
+        ch = choices[0]
+        if api == "chat":
+            delta = (ch.get("delta") or {}).get("content")
+        else:
+            delta = ch.get("text")
+        if ch.get("finish_reason"):
+            res.finish_reason = ch["finish_reason"]
+    usage = event.get("usage")
+    if usage:
+        res.output_tokens = int(usage.get("completion_tokens") or 0)
+        res.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        details = usage.get("prompt_tokens_details") or {}
+        if details.get("cached_tokens") is not None:
+            res.cached_tokens = int(details["cached_tokens"])
+    return delta
 
 
 def _error_message(text: str) -> str:
