@@ -53,15 +53,6 @@ async def make_router() -> AsyncIterator[Callable[..., Awaitable[Router]]]:
         await r.close()
 
 
-async def wait_for(cond: Callable[[], bool], limit_s: float = 20.0, what: str = "") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await asyncio.sleep(0.01)
-
-
 async def admin_get(session: aiohttp.ClientSession, router: Router, path: str) -> Any:
     async with session.get(router.admin_url + path) as r:
         assert r.status == 200, await r.text()
