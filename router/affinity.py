@@ -64,6 +64,7 @@ class PoolChoice:
     sticky: bool
     """True: stay on the draining pool. False: the active pool."""
     reason: str
+    """A fixed label (the admin state counts decisions by it)."""
 
 
 def drain_choice(
@@ -91,7 +92,7 @@ def drain_choice(
         return PoolChoice(False, "new conversation")
     saved = cached_on_draining - cached_on_active
     if saved <= cfg.sticky_min_tokens:
-        return PoolChoice(False, f"re-prefill {max(saved, 0)} <= sticky_min_tokens")
+        return PoolChoice(False, "re-prefill <= sticky_min_tokens")
     if drain_age_s >= cfg.drain_deadline_s:
         return PoolChoice(False, "drain deadline passed")
     if (
@@ -103,7 +104,7 @@ def drain_choice(
         return PoolChoice(False, "draining pool at max_running_requests")
     if cfg.sticky_max_inflight and draining_inflight >= cfg.sticky_max_inflight:
         return PoolChoice(False, "draining pool at sticky_max_inflight")
-    return PoolChoice(True, f"sticky: saves {saved} prefill tokens")
+    return PoolChoice(True, "sticky")
 
 
 @dataclass(frozen=True, slots=True)

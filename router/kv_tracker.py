@@ -188,10 +188,7 @@ class KvTracker:
             self.counters.sticky += 1
         elif on_draining > on_active:
             self.counters.moved += 1  # left its cache behind (short, full pool, deadline)
-        reason = "".join(c for c in choice.reason.split(":")[0] if not c.isdigit()).replace(
-            "  ", " "
-        )
-        self.counters.reasons[reason] = self.counters.reasons.get(reason, 0) + 1
+        self.counters.reasons[choice.reason] = self.counters.reasons.get(choice.reason, 0) + 1
         return choice
 
     def admit_spec(self, group: str, conv: Conversation, cfg: GuardConfig) -> bool:
